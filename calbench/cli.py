@@ -1,0 +1,149 @@
+"""The ``calbench`` command line.
+
+calbench demo                         SmolLM2-135M-Instruct vs the reference systems
+calbench eval <lm_eval arguments>     lm_eval with calbench's tasks and models
+calbench models [list|path|install]   the offline model catalogue
+calbench tasks-path                   the folder for lm_eval --include_path
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from calbench import __version__, tasks_path
+
+DEMO_TASK = "calbench_numeric_quick"
+
+
+def cmd_tasks_path(_: argparse.Namespace) -> int:
+    print(tasks_path())
+    return 0
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from calbench import models
+
+    if args.action == "list":
+        for name, e in models.CATALOGUE.items():
+            state = models.folder(name) if models.is_ready(name) else "not converted yet"
+            print(f"{name:24s} {e.description}\n{'':24s} licence: {e.licence}; folder: {state}")
+        return 0
+    if not args.names:
+        print("calbench models: name a model, e.g. `calbench models path smollm2-135m-instruct`", file=sys.stderr)
+        return 2
+    for name in args.names:
+        try:
+            path = models.model_path(name)
+        except KeyError as err:
+            print(f"calbench models: {err.args[0]}", file=sys.stderr)
+            return 2
+        print(path)
+    return 0
+
+
+def print_summaries(results_file: Path) -> None:
+    from calbench import report
+
+    results = report.load(results_file)
+    model = results.get("model_name") or results.get("config", {}).get("model", "model")
+    for task in report.calbench_tasks(results):
+        print(f"\ncalbench: {task} — {model}")
+        print(report.numeric_table([(str(model), results["results"][task])]))
+    print(f"\nresults: {results_file}")
+
+
+def cmd_eval(args: argparse.Namespace, passthrough: Sequence[str]) -> int:
+    from calbench import report, runner
+
+    argv = runner.lm_eval_argv(passthrough, num_samples=args.num_samples)
+    started = time.time()
+    runner.lm_eval_cli(argv)
+    output = Path(runner._value_of(argv, "--output_path") or runner.DEFAULT_OUTPUT)
+    latest = report.latest_results(output, since=started)
+    if latest is not None:
+        print_summaries(latest)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from calbench import models, report, runner
+
+    model_dir = models.model_path(models.DEFAULT_MODEL)
+    systems = [
+        ("SmolLM2-135M-Instruct", "hf", f"pretrained={model_dir},dtype=float32", True),
+        ("oracle", "calbench-oracle", "", False),
+        ("collapsed", "calbench-collapsed", "", False),
+    ]
+    rows = []
+    for name, model, model_args, chat in systems:
+        print(f"\n== {name}: {DEMO_TASK}", file=sys.stderr, flush=True)
+        results = runner.evaluate(
+            model,
+            [DEMO_TASK],
+            model_args=model_args,
+            num_samples=args.num_samples,
+            apply_chat_template=chat,
+            output_path=args.output / name,
+            batch_size=args.batch_size,
+            device="cpu" if model == "hf" else None,
+        )
+        rows.append((name, results["results"][DEMO_TASK]))
+    n = args.num_samples or 10
+    print(f"\ncalbench demo: {DEMO_TASK} (42 prompts, {n} samples each), results under {args.output}")
+    print(report.numeric_table(rows))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="calbench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--version", action="version", version=f"calbench {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("tasks-path", help="print the task folder for lm_eval --include_path").set_defaults(
+        func=cmd_tasks_path
+    )
+
+    p_eval = sub.add_parser(
+        "eval",
+        help="run lm_eval with calbench's tasks and models (all lm_eval arguments pass through)",
+        description="Every argument not listed here goes to lm_eval unchanged, e.g. "
+        "calbench eval --model hf --model_args pretrained=DIR --tasks calbench_numeric_unseen --apply_chat_template",
+    )
+    p_eval.add_argument(
+        "--num-samples", type=int, help="samples per prompt for the sampling tasks (default: the task's)"
+    )
+    p_eval.set_defaults(func=cmd_eval)
+
+    p_models = sub.add_parser("models", help="the offline model catalogue (install and convert once)")
+    p_models.add_argument("action", nargs="?", choices=["list", "path", "install"], default="list")
+    p_models.add_argument("names", nargs="*", help="catalogue names, e.g. smollm2-135m-instruct")
+    p_models.set_defaults(func=cmd_models)
+
+    p_demo = sub.add_parser(
+        "demo", help="calbench_numeric_quick on SmolLM2-135M-Instruct, the oracle and a collapsed sampler"
+    )
+    p_demo.add_argument("--num-samples", type=int, default=None, help="samples per prompt (default: the task's 10)")
+    p_demo.add_argument("--batch-size", type=int, default=64)
+    p_demo.add_argument("--output", type=Path, default=Path("calbench_results") / "demo")
+    p_demo.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "eval":
+        return cmd_eval(args, rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,677 @@
+"""The 30 distribution families: one table, one row per family.
+
+Every fact calbench knows about a family lives in its row of ``FAMILIES``: the display
+name used in prompts, the parameter names in prompt order with their domains, the
+mapping onto a frozen ``scipy.stats`` law, the kind (integer or continuous), the
+complexity tier, the parameter grids of each split and the selected evaluation points.
+
+A ``Target`` is one family with concrete parameter values. It is the only way to get a
+law: ``Target`` validates the parameters first, so nothing downstream ever sees an
+invalid law.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Literal
+
+import numpy as np
+from scipy import stats
+
+Kind = Literal["int", "cont"]
+Split = Literal["train", "unseen", "heldout"]
+Domain = Literal["real", "positive", "prob", "open_prob", "count", "posint"]
+
+SPLITS: tuple[Split, ...] = ("train", "unseen", "heldout")
+SIGNIFICANT_DIGITS = 4
+
+
+class InvalidParametersError(ValueError):
+    """Parameters that do not define a valid law of the named family."""
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a family: its name in the prompt and its domain."""
+
+    name: str
+    domain: Domain = "real"
+
+    def check(self, family: str, value: float) -> None:
+        """Raise ``InvalidParametersError`` naming the family and parameter if ``value`` is outside the domain."""
+        where = f"{family}: parameter '{self.name}'"
+        if not isinstance(value, int | float | np.integer | np.floating) or isinstance(value, bool):
+            raise InvalidParametersError(f"{where} must be a number, got {value!r}")
+        if not math.isfinite(value):
+            raise InvalidParametersError(f"{where} must be finite, got {value!r}")
+        integral = float(value).is_integer()
+        problems = {
+            "positive": (value <= 0, "must be > 0"),
+            "prob": (not 0 <= value <= 1, "must be in [0, 1]"),
+            "open_prob": (not 0 < value <= 1, "must be in (0, 1]"),
+            "count": (not (integral and value >= 0), "must be an integer >= 0"),
+            "posint": (not (integral and value >= 1), "must be an integer >= 1"),
+        }
+        bad, message = problems.get(self.domain, (False, ""))
+        if bad:
+            raise InvalidParametersError(f"{where} {message}, got {value!r}")
+
+    @property
+    def integer(self) -> bool:
+        return self.domain in ("count", "posint")
+
+
+def lin(a: float, b: float, n: int) -> tuple[float, ...]:
+    """``numpy.linspace`` grid axis (the tables' "lin[a,b] nK")."""
+    return tuple(np.linspace(a, b, n).tolist())
+
+
+def geom(a: float, b: float, n: int) -> tuple[float, ...]:
+    """``numpy.geomspace`` grid axis (the tables' "geom[a,b] nK")."""
+    return tuple(np.geomspace(a, b, n).tolist())
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A Cartesian product of named axes, mapped onto the family's parameters.
+
+    ``derive`` turns one combination of axis values into parameter values; by default
+    the axes are the parameters themselves. Uniform, for example, is gridded over
+    ``a`` and a width, and ``derive`` returns ``{"a": a, "b": a + width}``.
+    """
+
+    axes: tuple[tuple[str, Sequence[float]], ...]
+    derive: Callable[..., dict[str, float]] | None = None
+
+    def combinations(self) -> Iterator[dict[str, float]]:
+        names = [name for name, _ in self.axes]
+        for values in itertools.product(*(axis for _, axis in self.axes)):
+            combo = {n: float(v) for n, v in zip(names, values, strict=True)}
+            yield self.derive(**combo) if self.derive else combo
+
+    def __len__(self) -> int:
+        return math.prod(len(axis) for _, axis in self.axes)
+
+
+def grid(**axes: Sequence[float]) -> Grid:
+    """A grid whose axes are the parameters themselves, in the order given."""
+    return Grid(tuple(axes.items()))
+
+
+@dataclass(frozen=True, eq=False)  # rows are singletons: identity is equality
+class Family:
+    """One row of the families table."""
+
+    name: str
+    display: str
+    kind: Kind
+    tier: int
+    params: tuple[Param, ...]
+    scipy: Callable[..., Any]
+    grids: Mapping[Split, Grid]
+    selected: tuple[Mapping[str, float], ...]
+    check: Callable[..., str | None] | None = None  # cross-parameter constraint
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.params)
+
+    @property
+    def heldout(self) -> bool:
+        return "heldout" in self.grids
+
+    @property
+    def eval_split(self) -> Split:
+        """The split this family's evaluation prompts belong to."""
+        return "heldout" if self.heldout else "unseen"
+
+    @property
+    def article(self) -> str:
+        # By sound, not spelling: "an Exponential", "an F", but "a Uniform" ("yoo").
+        return "an" if self.display[0] in "AEIO" or self.display == "F" else "a"
+
+    def target(self, params: Mapping[str, float]) -> Target:
+        return Target(self, _normalise(self, params))
+
+    def points(self, split: Split) -> list[Target]:
+        """Every grid point of ``split``, rounded to 4 significant digits, in grid order."""
+        if split not in self.grids:
+            return []
+        return [self.target(round_params(self, combo)) for combo in self.grids[split].combinations()]
+
+    def selected_points(self) -> list[Target]:
+        return [self.target(p) for p in self.selected]
+
+
+def round_sig(value: float, digits: int = SIGNIFICANT_DIGITS) -> float:
+    """Round to ``digits`` significant digits (0.5743491774985174 -> 0.5743)."""
+    return float(f"{value:.{digits}g}")
+
+
+def format_value(value: float) -> str:
+    """A parameter as the prompt prints it: integers without ".0", no exponent, no float noise."""
+    if float(value).is_integer():
+        return str(int(value))
+    return np.format_float_positional(float(value), unique=True, trim="-")
+
+
+def round_params(family: Family, values: Mapping[str, float]) -> dict[str, float]:
+    """Prompt values: 4 significant digits; integer parameters as ints. The law is built from these."""
+    out: dict[str, float] = {}
+    for p in family.params:
+        v = round_sig(values[p.name])
+        out[p.name] = round(v) if p.integer else v
+    return out
+
+
+def _normalise(family: Family, params: Mapping[str, float]) -> tuple[tuple[str, float], ...]:
+    missing = [n for n in family.param_names if n not in params]
+    extra = [n for n in params if n not in family.param_names]
+    if missing or extra:
+        raise InvalidParametersError(
+            f"{family.name}: expected parameters {', '.join(family.param_names)}"
+            + (f"; missing {', '.join(missing)}" if missing else "")
+            + (f"; unknown {', '.join(extra)}" if extra else "")
+        )
+    for p in family.params:
+        p.check(family.name, params[p.name])
+    values = {p.name: (int(params[p.name]) if p.integer else float(params[p.name])) for p in family.params}
+    if family.check is not None and (problem := family.check(**values)):
+        raise InvalidParametersError(f"{family.name}: {problem}")
+    return tuple(values.items())
+
+
+@dataclass(frozen=True)
+class Target:
+    """A family with validated parameter values: the law a prompt asks the model to sample."""
+
+    family: Family
+    items: tuple[tuple[str, float], ...] = field()
+
+    @property
+    def params(self) -> dict[str, float]:
+        return dict(self.items)
+
+    @cached_property
+    def law(self) -> Any:
+        """The frozen ``scipy.stats`` distribution."""
+        return self.family.scipy(**self.params)
+
+    @property
+    def integer(self) -> bool:
+        return self.family.kind == "int"
+
+    @property
+    def key(self) -> str:
+        """A stable identifier, e.g. ``gaussian(mu=3.5,sigma=3)``."""
+        inner = ",".join(f"{k}={format_value(v)}" for k, v in self.items)
+        return f"{self.family.name}({inner})"
+
+    def support(self) -> tuple[float, float]:
+        lo, hi = self.law.support()
+        return float(lo), float(hi)
+
+
+def _uniform_check(a: float, b: float) -> str | None:
+    return None if a < b else f"parameter 'b' must be > a, got a={a}, b={b}"
+
+
+def _triangular_check(a: float, c: float, b: float) -> str | None:
+    if not a < b:
+        return f"parameter 'b' must be > a, got a={a}, b={b}"
+    return None if a <= c <= b else f"parameter 'c' (mode) must lie in [a, b], got a={a}, c={c}, b={b}"
+
+
+def _hypergeom_check(M: int, K: int, N: int) -> str | None:  # noqa: N803 - the prompt's names
+    if K > M:
+        return f"parameter 'K' must be <= M, got K={K}, M={M}"
+    return None if N <= M else f"parameter 'N' must be <= M, got N={N}, M={M}"
+
+
+def _truncnorm_check(mu: float, sigma: float, lower: float, upper: float) -> str | None:
+    return None if lower < upper else f"parameter 'upper' must be > lower, got lower={lower}, upper={upper}"
+
+
+def _truncnorm(mu: float, sigma: float, lower: float, upper: float) -> Any:
+    return stats.truncnorm(a=(lower - mu) / sigma, b=(upper - mu) / sigma, loc=mu, scale=sigma)
+
+
+BINOMIAL_P = (0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.65, 0.7, 0.75, 0.8)
+LOCATION_SCALE_TRAIN = grid(mu=lin(-2, 2, 11), s=geom(0.5, 2, 11))
+LOCATION_SCALE_UNSEEN = grid(mu=lin(2.5, 4, 6), s=geom(2.25, 3.5, 6))
+
+
+def _location_scale(scale: str, which: Grid) -> Grid:
+    """Laplace, logistic and Gumbel share one grid; only the scale's name differs."""
+    return Grid(which.axes, lambda mu, s: {"mu": mu, scale: s})
+
+
+def _real(*names: str) -> tuple[Param, ...]:
+    return tuple(Param(n) for n in names)
+
+
+def _pos(*names: str) -> tuple[Param, ...]:
+    return tuple(Param(n, "positive") for n in names)
+
+
+FAMILIES: dict[str, Family] = {
+    f.name: f
+    for f in [
+        # ---- 24 training families -------------------------------------------------------
+        Family(
+            "uniform",
+            "Uniform",
+            "cont",
+            1,
+            _real("a", "b"),
+            lambda a, b: stats.uniform(loc=a, scale=b - a),
+            {
+                "train": Grid(
+                    (("a", lin(-5, 2, 11)), ("width", lin(1, 5, 11))), lambda a, width: {"a": a, "b": a + width}
+                ),
+                "unseen": Grid(
+                    (("a", lin(2.5, 4.5, 6)), ("width", lin(5.5, 8, 6))), lambda a, width: {"a": a, "b": a + width}
+                ),
+            },
+            ({"a": 3.5, "b": 10.5},),
+            _uniform_check,
+        ),
+        Family(
+            "gaussian",
+            "Gaussian",
+            "cont",
+            1,
+            (Param("mu"), Param("sigma", "positive")),
+            lambda mu, sigma: stats.norm(loc=mu, scale=sigma),
+            {
+                "train": grid(mu=lin(-2, 2, 11), sigma=geom(0.5, 2, 11)),
+                "unseen": grid(mu=lin(2.5, 4, 6), sigma=geom(2.25, 3.5, 6)),
+            },
+            ({"mu": 3.5, "sigma": 3},),
+        ),
+        Family(
+            "beta",
+            "Beta",
+            "cont",
+            2,
+            _pos("alpha", "beta"),
+            lambda alpha, beta: stats.beta(alpha, beta),
+            {
+                "train": grid(alpha=geom(0.5, 5, 11), beta=geom(0.5, 5, 11)),
+                "unseen": grid(alpha=geom(5.5, 8, 6), beta=geom(5.5, 8, 6)),
+            },
+            ({"alpha": 7, "beta": 7},),
+        ),
+        Family(
+            "binomial",
+            "Binomial",
+            "int",
+            2,
+            (Param("n", "count"), Param("p", "prob")),
+            lambda n, p: stats.binom(n, p),
+            {"train": grid(n=(5, 10, 15, 20), p=BINOMIAL_P), "unseen": grid(n=(25, 30), p=(0.25, 0.4, 0.5, 0.6, 0.75))},
+            ({"n": 25, "p": 0.5},),
+        ),
+        Family(
+            "exponential",
+            "Exponential",
+            "cont",
+            2,
+            _pos("lambda"),
+            lambda **p: stats.expon(scale=1 / p["lambda"]),  # lambda is the rate
+            {"train": grid(**{"lambda": geom(0.5, 5, 25)}), "unseen": grid(**{"lambda": geom(5.5, 8, 12)})},
+            ({"lambda": 7},),
+        ),
+        Family(
+            "geometric",
+            "Geometric",
+            "int",
+            2,
+            (Param("p", "open_prob"),),
+            lambda p: stats.geom(p),  # trials up to and including the first success: 1, 2, ...
+            {
+                "train": grid(p=(0.2, 0.225, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.65, 0.7, 0.75, 0.775, 0.8)),
+                "unseen": grid(p=(0.05, 0.075, 0.1, 0.125, 0.15, 0.85, 0.875, 0.9, 0.925, 0.95)),
+            },
+            ({"p": 0.125},),
+        ),
+        Family(
+            "negative_binomial",
+            "Negative Binomial",
+            "int",
+            2,
+            (Param("r", "positive"), Param("p", "open_prob")),
+            lambda r, p: stats.nbinom(r, p),  # failures before the r-th success: 0, 1, ...
+            {
+                "train": grid(r=(3, 5, 8, 12), p=BINOMIAL_P),
+                "unseen": grid(r=(15, 20), p=(0.1, 0.15, 0.2, 0.8, 0.85, 0.9)),
+            },
+            ({"r": 15, "p": 0.15},),
+        ),
+        Family(
+            "lognormal",
+            "LogNormal",
+            "cont",
+            2,
+            (Param("mu"), Param("sigma", "positive")),
+            lambda mu, sigma: stats.lognorm(s=sigma, scale=math.exp(mu)),
+            {
+                "train": grid(mu=lin(-1, 1.5, 11), sigma=geom(0.25, 1.25, 11)),
+                "unseen": grid(mu=lin(1.75, 3, 6), sigma=geom(1.5, 2.25, 6)),
+            },
+            ({"mu": 2.5, "sigma": 2},),
+        ),
+        Family(
+            "triangular",
+            "Triangular",
+            "cont",
+            2,
+            _real("a", "c", "b"),
+            lambda a, c, b: stats.triang(c=(c - a) / (b - a), loc=a, scale=b - a),
+            {
+                "train": Grid(
+                    (("a", lin(-3, 1, 5)), ("width", lin(1, 5, 5)), ("mode", (0.1, 0.3, 0.5, 0.7, 0.9))),
+                    lambda a, width, mode: {"a": a, "c": a + mode * width, "b": a + width},
+                ),
+                "unseen": Grid(
+                    (("a", lin(1.5, 3.5, 3)), ("width", lin(5.5, 8, 3)), ("mode", (0.1, 0.5, 0.9))),
+                    lambda a, width, mode: {"a": a, "c": a + mode * width, "b": a + width},
+                ),
+            },
+            ({"a": 2.5, "c": 6, "b": 9.5},),
+            _triangular_check,
+        ),
+        Family(
+            "rayleigh",
+            "Rayleigh",
+            "cont",
+            2,
+            _pos("sigma"),
+            lambda sigma: stats.rayleigh(scale=sigma),
+            {"train": grid(sigma=geom(0.5, 2, 25)), "unseen": grid(sigma=geom(2.25, 3.5, 12))},
+            ({"sigma": 3},),
+        ),
+        Family(
+            "cauchy",
+            "Cauchy",
+            "cont",
+            3,
+            (Param("x0"), Param("gamma", "positive")),
+            lambda x0, gamma: stats.cauchy(loc=x0, scale=gamma),
+            {
+                "train": grid(x0=lin(-2, 2, 11), gamma=geom(0.5, 2, 11)),
+                "unseen": grid(x0=lin(2.5, 4, 6), gamma=geom(2.25, 3.5, 6)),
+            },
+            ({"x0": 3.5, "gamma": 3},),
+        ),
+        Family(
+            "student_t",
+            "Student's t",
+            "cont",
+            3,
+            _pos("nu"),
+            lambda nu: stats.t(df=nu),
+            {
+                "train": grid(nu=(2.5, 2.75, 3, 3.5, 4, 4.5, 5, 6, 7, 8, 9, 10)),
+                "unseen": grid(nu=(10.5, 12, 14, 16, 18, 20)),
+            },
+            ({"nu": 16},),
+        ),
+        Family(
+            "chi_square",
+            "Chi-Square",
+            "cont",
+            3,
+            _pos("nu"),
+            lambda nu: stats.chi2(df=nu),
+            {
+                "train": grid(nu=(2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 18, 20)),
+                "unseen": grid(nu=(21, 24, 28, 32, 36, 40)),
+            },
+            ({"nu": 32},),
+        ),
+        Family(
+            "f_distribution",
+            "F",
+            "cont",
+            3,
+            _pos("d1", "d2"),
+            lambda d1, d2: stats.f(dfn=d1, dfd=d2),
+            {"train": grid(d1=(3, 5, 7, 10), d2=(5, 10, 15, 20)), "unseen": grid(d1=(12, 15), d2=(24, 30))},
+            ({"d1": 12, "d2": 24},),
+        ),
+        Family(
+            "gamma",
+            "Gamma",
+            "cont",
+            3,
+            _pos("alpha", "beta"),
+            lambda alpha, beta: stats.gamma(alpha, scale=beta),  # beta is the scale, not the rate
+            {
+                "train": grid(alpha=geom(1, 5, 11), beta=geom(1, 5, 11)),
+                "unseen": grid(alpha=geom(5.5, 8, 6), beta=geom(5.5, 8, 6)),
+            },
+            ({"alpha": 7, "beta": 7},),
+        ),
+        Family(
+            "laplace",
+            "Laplace",
+            "cont",
+            3,
+            (Param("mu"), Param("b", "positive")),
+            lambda mu, b: stats.laplace(loc=mu, scale=b),
+            {
+                "train": _location_scale("b", LOCATION_SCALE_TRAIN),
+                "unseen": _location_scale("b", LOCATION_SCALE_UNSEEN),
+            },
+            ({"mu": 3.5, "b": 3},),
+        ),
+        Family(
+            "logistic",
+            "Logistic",
+            "cont",
+            3,
+            (Param("mu"), Param("s", "positive")),
+            lambda mu, s: stats.logistic(loc=mu, scale=s),
+            {
+                "train": _location_scale("s", LOCATION_SCALE_TRAIN),
+                "unseen": _location_scale("s", LOCATION_SCALE_UNSEEN),
+            },
+            ({"mu": 3.5, "s": 3},),
+        ),
+        Family(
+            "pareto",
+            "Pareto",
+            "cont",
+            3,
+            _pos("alpha", "xm"),
+            lambda alpha, xm: stats.pareto(b=alpha, scale=xm),
+            {
+                "train": grid(alpha=(2, 2.25, 2.5, 2.75, 3, 3.5, 4, 4.5, 5), xm=geom(0.5, 2, 11)),
+                "unseen": grid(alpha=(5.5, 6, 6.5, 7, 8), xm=geom(2.5, 4, 6)),
+            },
+            ({"alpha": 6.5, "xm": 3.5},),
+        ),
+        Family(
+            "hypergeometric",
+            "Hypergeometric",
+            "int",
+            3,
+            (Param("M", "posint"), Param("K", "count"), Param("N", "count")),
+            lambda M, K, N: stats.hypergeom(M, K, N),  # noqa: N803 - population, successes, draws
+            {
+                "train": Grid(
+                    (("M", (30, 50, 80)), ("N", (5, 10, 15)), ("f", (0.2, 0.35, 0.5, 0.65, 0.8))),
+                    lambda M, N, f: {"M": M, "K": round(M * f), "N": N},  # noqa: N803
+                ),
+                "unseen": Grid(
+                    (("M", (100, 120)), ("N", (20, 25)), ("f", (0.2, 0.5, 0.8))),
+                    lambda M, N, f: {"M": M, "K": round(M * f), "N": N},  # noqa: N803
+                ),
+            },
+            ({"M": 100, "K": 50, "N": 20},),
+            _hypergeom_check,
+        ),
+        Family(
+            "gumbel",
+            "Gumbel",
+            "cont",
+            3,
+            (Param("mu"), Param("beta", "positive")),
+            lambda mu, beta: stats.gumbel_r(loc=mu, scale=beta),
+            {
+                "train": _location_scale("beta", LOCATION_SCALE_TRAIN),
+                "unseen": _location_scale("beta", LOCATION_SCALE_UNSEEN),
+            },
+            ({"mu": 3.5, "beta": 3},),
+        ),
+        Family(
+            "skellam",
+            "Skellam",
+            "int",
+            3,
+            _pos("mu1", "mu2"),
+            lambda mu1, mu2: stats.skellam(mu1, mu2),
+            {
+                "train": grid(mu1=geom(1, 8, 11), mu2=geom(1, 8, 11)),
+                "unseen": grid(mu1=geom(8.5, 12, 6), mu2=geom(8.5, 12, 6)),
+            },
+            ({"mu1": 10.5, "mu2": 10.5},),
+        ),
+        Family(
+            "beta_binomial",
+            "Beta-Binomial",
+            "int",
+            3,
+            (Param("n", "count"), *_pos("alpha", "beta")),
+            lambda n, alpha, beta: stats.betabinom(n, alpha, beta),
+            {
+                "train": grid(n=(10, 20, 30), alpha=geom(0.5, 5, 5), beta=geom(0.5, 5, 5)),
+                "unseen": grid(n=(40, 50), alpha=geom(5.5, 8, 3), beta=geom(5.5, 8, 3)),
+            },
+            ({"n": 40, "alpha": 6.5, "beta": 6.5},),
+        ),
+        Family(
+            "lomax",
+            "Lomax",
+            "cont",
+            3,
+            _pos("alpha", "lambda"),
+            lambda **p: stats.lomax(c=p["alpha"], scale=p["lambda"]),
+            {
+                "train": grid(alpha=geom(1.5, 4, 11), **{"lambda": geom(0.5, 3, 11)}),
+                "unseen": grid(alpha=geom(4.5, 7, 6), **{"lambda": geom(3.5, 5, 6)}),
+            },
+            ({"alpha": 6, "lambda": 4.5},),
+        ),
+        Family(
+            "inverse_gaussian",
+            "Inverse Gaussian",
+            "cont",
+            3,
+            _pos("mu", "lambda"),
+            lambda **p: stats.invgauss(mu=p["mu"] / p["lambda"], scale=p["lambda"]),  # mu = mean, lambda = shape
+            {
+                "train": grid(mu=geom(0.5, 3, 11), **{"lambda": geom(0.5, 5, 11)}),
+                "unseen": grid(mu=geom(3.5, 6, 6), **{"lambda": geom(5.5, 8, 6)}),
+            },
+            ({"mu": 5, "lambda": 7},),
+        ),
+        # ---- 6 held-out families, never trained on --------------------------------------
+        Family(
+            "bernoulli",
+            "Bernoulli",
+            "int",
+            1,
+            (Param("p", "prob"),),
+            lambda p: stats.bernoulli(p),
+            {"heldout": grid(p=(0.1, 0.3, 0.5, 0.7, 0.9))},
+            ({"p": 0.1}, {"p": 0.5}, {"p": 0.9}),
+        ),
+        Family(
+            "poisson",
+            "Poisson",
+            "int",
+            2,
+            _pos("lambda"),
+            lambda **p: stats.poisson(p["lambda"]),
+            {"heldout": grid(**{"lambda": geom(1, 12, 17)})},
+            ({"lambda": 1}, {"lambda": 4}, {"lambda": 12}),
+        ),
+        Family(
+            "weibull",
+            "Weibull",
+            "cont",
+            3,
+            _pos("k", "lambda"),
+            lambda **p: stats.weibull_min(c=p["k"], scale=p["lambda"]),
+            {"heldout": grid(k=geom(0.5, 3, 6), **{"lambda": geom(0.5, 3, 6)})},
+            ({"k": 0.5, "lambda": 0.5}, {"k": 1.5, "lambda": 1.5}, {"k": 3, "lambda": 3}),
+        ),
+        Family(
+            "maxwell",
+            "Maxwell",
+            "cont",
+            2,
+            _pos("scale"),
+            lambda scale: stats.maxwell(scale=scale),
+            {"heldout": grid(scale=(0.75, 1, 1.5, 2, 2.5, 3, 3.5, 4, 5))},
+            ({"scale": 0.75}, {"scale": 1.5}, {"scale": 2.5}),
+        ),
+        Family(
+            "chi",
+            "Chi",
+            "cont",
+            3,
+            _pos("df"),
+            lambda df: stats.chi(df),
+            {"heldout": grid(df=(1.5, 2, 3, 4, 5, 7, 10, 14, 20))},
+            ({"df": 2}, {"df": 5}, {"df": 10}),
+        ),
+        Family(
+            "truncnorm",
+            "Truncated Normal",
+            "cont",
+            2,
+            (Param("mu"), Param("sigma", "positive"), Param("lower"), Param("upper")),
+            _truncnorm,
+            {"heldout": grid(mu=(0, 1), sigma=(1, 1.5), lower=(-2, -1), upper=(1, 2))},
+            (
+                {"mu": 0, "sigma": 1, "lower": -1, "upper": 1},
+                {"mu": 0, "sigma": 1, "lower": -2, "upper": 2},
+                {"mu": 1, "sigma": 1.5, "lower": -1, "upper": 2},
+            ),
+            _truncnorm_check,
+        ),
+    ]
+}
+
+
+def get_family(name: str) -> Family:
+    """The family called ``name``; a clear error listing the known names otherwise."""
+    try:
+        return FAMILIES[name]
+    except KeyError:
+        raise KeyError(f"unknown family {name!r}; known families: {', '.join(FAMILIES)}") from None
+
+
+def make_target(family: str, params: Mapping[str, float]) -> Target:
+    """Validate ``params`` for ``family`` and return the target law (raises ``InvalidParametersError``)."""
+    return get_family(family).target(params)
+
+
+def split_points(split: Split, selection: Literal["selected", "full"] = "full") -> list[Target]:
+    """Every target of a split, family by family in table order.
+
+    ``selection="selected"`` gives the paper's selected evaluation points (24 unseen, 18
+    held-out); it is only defined for the two evaluation splits.
+    """
+    if selection == "selected":
+        if split == "train":
+            raise ValueError("the training split has no selected points; use selection='full'")
+        return [t for f in FAMILIES.values() if f.eval_split == split for t in f.selected_points()]
+    return [t for f in FAMILIES.values() for t in f.points(split)]

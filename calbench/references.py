@@ -1,0 +1,123 @@
+"""Reference systems that run through the same lm-eval pipeline as any model.
+
+* ``calbench-oracle`` reads the family and parameters back from each prompt and answers
+  with an exact draw from that law: its excess W1 is zero up to sampling noise.
+* ``calbench-collapsed`` always answers the law's mode: a fully collapsed sampler.
+
+Both check, end to end, that the prompts, the parser and the metrics agree. lm-eval has
+no plugin discovery for models: ``register()`` adds them to its registry in-process,
+which ``calbench eval`` and ``calbench demo`` do before handing over to lm-eval.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+from lm_eval.api.model import LM
+from lm_eval.api.registry import register_model
+from tqdm import tqdm
+
+from calbench.families import Target
+from calbench.prompt import read_prompt
+from calbench.space import DEFAULT_DECIMALS
+
+MODE_GRID = 20001
+
+
+def mode(target: Target) -> float:
+    """The law's mode; the middle of the tied maxima when the density is flat (Uniform)."""
+    law = target.law
+    lo, hi = target.support()
+    lo = lo if np.isfinite(lo) else float(law.ppf(1e-4))
+    hi = hi if np.isfinite(hi) else float(law.ppf(1 - 1e-4))
+    if target.integer:
+        xs = np.arange(lo, hi + 1)
+        density = law.pmf(xs)
+    else:
+        xs = np.linspace(lo, hi, MODE_GRID)
+        with np.errstate(divide="ignore"):
+            density = law.pdf(xs)
+    top = np.flatnonzero(density >= np.nanmax(density) * (1 - 1e-9))
+    return float(xs[top[len(top) // 2]])
+
+
+@lru_cache(maxsize=8192)
+def _target_of(context: str) -> Target:
+    # The N repeats of a prompt arrive as N identical contexts: read each once.
+    return read_prompt(context)
+
+
+def format_answer(value: float, target: Target) -> str:
+    if target.integer:
+        return str(round(value))
+    return f"{value:.{DEFAULT_DECIMALS}f}"
+
+
+class ReferenceLM(LM):
+    """Answers calbench numeric prompts without a language model."""
+
+    name = "reference"
+
+    def __init__(self, seed: int = 1234, **_: Any) -> None:
+        super().__init__()
+        self.rng = np.random.default_rng(int(seed))
+
+    def answer(self, target: Target) -> str:
+        raise NotImplementedError
+
+    def generate_until(self, requests: list[Any], disable_tqdm: bool = False) -> list[str]:
+        out = []
+        for request in tqdm(requests, desc=f"{self.name} answers", disable=disable_tqdm):
+            out.append(self.answer(_target_of(request.args[0])))
+        return out
+
+    def loglikelihood(self, requests: list[Any], disable_tqdm: bool = False) -> list[tuple[float, bool]]:
+        raise NotImplementedError(f"{self.name} answers sampling tasks only")
+
+    def loglikelihood_rolling(self, requests: list[Any], disable_tqdm: bool = False) -> list[float]:
+        raise NotImplementedError(f"{self.name} answers sampling tasks only")
+
+    @property
+    def tokenizer_name(self) -> str:
+        return self.name
+
+    def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        # No template: the prompt text is all a reference needs to read.
+        return "\n".join(m["content"] for m in chat_history)
+
+
+class OracleLM(ReferenceLM):
+    """An exact draw from the prompt's law (full float precision, so nothing is rounded away)."""
+
+    name = "calbench-oracle"
+
+    def answer(self, target: Target) -> str:
+        value = target.law.rvs(random_state=self.rng)
+        return str(int(value)) if target.integer else repr(float(value))
+
+
+class CollapsedLM(ReferenceLM):
+    """Always the mode of the prompt's law, in the canonical format."""
+
+    name = "calbench-collapsed"
+
+    def answer(self, target: Target) -> str:
+        return format_answer(mode(target), target)
+
+
+MODELS: dict[str, type[ReferenceLM]] = {
+    "calbench-oracle": OracleLM,
+    "calbench-collapsed": CollapsedLM,
+}
+
+
+def register() -> None:
+    """Add calbench's models to lm-eval's model registry (idempotent)."""
+    import lm_eval.models  # noqa: F401 - lm-eval only imports its own models into an empty registry
+    from lm_eval.api.registry import MODEL_REGISTRY
+
+    for name, cls in MODELS.items():
+        if name not in MODEL_REGISTRY:
+            register_model(name)(cls)

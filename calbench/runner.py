@@ -1,0 +1,157 @@
+"""Running lm-eval with calbench's tasks and models, from Python or from ``calbench eval``.
+
+``evaluate`` is ``lm_eval.simple_evaluate`` with calbench's task folder and reference
+models registered, writing lm-eval's usual results JSON and per-sample logs.
+``lm_eval_cli`` hands a command line to lm-eval's own CLI after adding calbench's
+defaults, so every lm-eval flag keeps working.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from calbench import tasks_path
+
+DEFAULT_OUTPUT = Path("calbench_results")
+THINKING_BACKENDS = ("hf", "vllm")  # lm-eval backends that accept enable_thinking
+
+
+def offline_defaults() -> None:
+    """calbench's data are generated locally: keep `datasets` off the hub unless told otherwise."""
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def task_manager(metadata: dict[str, Any] | None = None, include_defaults: bool = True) -> Any:
+    """lm-eval's TaskManager with calbench's tasks (and lm-eval's own unless told otherwise)."""
+    from lm_eval.tasks import TaskManager
+
+    return TaskManager(include_path=str(tasks_path()), include_defaults=include_defaults, metadata=metadata or {})
+
+
+def evaluate(
+    model: str,
+    tasks: Sequence[str],
+    model_args: str = "",
+    num_samples: int | None = None,
+    apply_chat_template: bool = False,
+    output_path: Path | None = DEFAULT_OUTPUT,
+    include_defaults: bool = False,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """Evaluate ``model`` on calbench tasks and save the results and per-sample logs.
+
+    Args:
+        model: an lm-eval model name (``hf``, ``vllm``, ``calbench-oracle``, ...).
+        tasks: task names; lm-eval's own tasks need ``include_defaults=True``.
+        model_args: lm-eval's ``key=value,...`` model arguments.
+        num_samples: samples per prompt for the sampling tasks (default: each task's own).
+        apply_chat_template: wrap prompts in the model's chat template.
+        output_path: where lm-eval writes ``results_*.json`` and ``samples_*.jsonl``;
+            ``None`` writes nothing.
+        **kwargs: passed to ``lm_eval.simple_evaluate``.
+    """
+    from lm_eval import simple_evaluate
+    from lm_eval.loggers import EvaluationTracker
+
+    from calbench.references import register
+
+    offline_defaults()
+    register()
+    metadata = {"num_samples": num_samples} if num_samples else {}
+    tracker = EvaluationTracker(output_path=str(output_path)) if output_path else None
+    results = simple_evaluate(
+        model=model,
+        model_args=model_args,
+        tasks=list(tasks),
+        task_manager=task_manager(metadata, include_defaults),
+        apply_chat_template=apply_chat_template,
+        log_samples=tracker is not None,
+        evaluation_tracker=tracker,
+        metadata=metadata,
+        **kwargs,
+    )
+    if tracker is not None:
+        samples = results.pop("samples")
+        tracker.save_results_aggregated(results=results, samples=samples)
+        for task in results["configs"]:
+            tracker.save_results_samples(task_name=task, samples=samples[task])
+        results["samples"] = samples
+    return dict(results)
+
+
+def _value_of(args: list[str], flag: str) -> str | None:
+    for i, a in enumerate(args):
+        if a == flag and i + 1 < len(args):
+            return args[i + 1]
+        if a.startswith(flag + "="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def _set(args: list[str], flag: str, value: str) -> list[str]:
+    """Replace (or append) ``flag value`` in an argument list."""
+    out, skip = [], False
+    for i, a in enumerate(args):
+        if skip:
+            skip = False
+            continue
+        if a == flag and i + 1 < len(args):
+            skip = True
+            continue
+        if a.startswith(flag + "="):
+            continue
+        out.append(a)
+    return [*out, flag, value]
+
+
+def lm_eval_argv(args: Sequence[str], num_samples: int | None = None) -> list[str]:
+    """lm-eval arguments with calbench's defaults added where the user gave none.
+
+    * ``--include_path``: calbench's task folder;
+    * ``--output_path calbench_results`` and ``--log_samples``: results and per-sample logs;
+    * ``enable_thinking=False`` in ``--model_args`` for the hf and vllm backends, so
+      hybrid-reasoning chat templates answer directly (templates without it ignore it);
+    * ``num_samples`` merged into ``--metadata``.
+    """
+    out = list(args)
+    if _value_of(out, "--include_path") is None:
+        out += ["--include_path", str(tasks_path())]
+    if _value_of(out, "--output_path") is None:
+        out += ["--output_path", str(DEFAULT_OUTPUT)]
+    if "--log_samples" not in out and "-s" not in out:
+        out.append("--log_samples")
+    model = _value_of(out, "--model") or "hf"
+    model_args = _value_of(out, "--model_args")
+    if (
+        model in THINKING_BACKENDS
+        and model_args
+        and "enable_thinking" not in model_args
+        and "chat_template_args" not in model_args
+    ):
+        if model_args.lstrip().startswith("{"):
+            merged = {**json.loads(model_args), "enable_thinking": False}
+            out = _set(out, "--model_args", json.dumps(merged))
+        else:
+            out = _set(out, "--model_args", f"{model_args},enable_thinking=False")
+    if num_samples is not None:
+        metadata = json.loads(_value_of(out, "--metadata") or "{}")
+        out = _set(out, "--metadata", json.dumps({**metadata, "num_samples": num_samples}))
+    return out
+
+
+def lm_eval_cli(args: Sequence[str]) -> None:
+    """Run lm-eval's own command line with calbench's models registered."""
+    from lm_eval.__main__ import cli_evaluate
+
+    from calbench.references import register
+
+    offline_defaults()
+    register()
+    sys.argv = ["lm_eval", *args]
+    cli_evaluate()

@@ -1,0 +1,108 @@
+"""Canonical output spaces: the finite set of answer strings Y and its target mass P_Y.
+
+For a law P, ``decimals`` d and a cap ``max_bins``:
+
+* continuous laws: ``lower = ppf(0.001)``, ``upper = ppf(0.999)``, intersected with the
+  support; the lattice of step 10^-d between them, thinned to ``max_bins`` evenly
+  spaced lattice points when longer; strings ``f"{x:.{d}f}"``;
+* integer laws: the support, cut to ``[floor(ppf(0.001)), ceil(ppf(0.999))]`` on each
+  unbounded side, with the same thinning; strings are plain integers.
+
+Bin edges are the midpoints between consecutive points, closed by ``lower`` and
+``upper`` (``lo - 1/2`` and ``hi + 1/2`` for integers); a point's mass is the law's mass
+between its edges, and **both** tail masses fold into the edge points. The masses sum
+to 1 within 1e-12.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from calbench.families import Target
+
+TAIL = 0.001
+DEFAULT_DECIMALS = 5
+EVAL_MAX_BINS = 1001  # soft target and evaluation references
+HARD_MAX_BINS = 16384  # hard (sampled) target
+
+
+@dataclass(frozen=True)
+class Space:
+    """Canonical strings, their numeric values and target masses, in increasing order."""
+
+    strings: tuple[str, ...]
+    values: np.ndarray
+    masses: np.ndarray
+    decimals: int
+    max_bins: int
+
+    def __len__(self) -> int:
+        return len(self.strings)
+
+
+def format_lattice(k: np.ndarray | int, decimals: int) -> list[str]:
+    """Exact decimal strings of ``k * 10**-decimals`` for integers ``k`` (no float rounding)."""
+    out = []
+    for ki in np.atleast_1d(k).tolist():
+        digits = str(abs(ki)).rjust(decimals + 1, "0")
+        body = digits if decimals == 0 else f"{digits[:-decimals]}.{digits[-decimals:]}"
+        out.append(("-" if ki < 0 else "") + body)
+    return out
+
+
+def _lattice(lo_k: int, hi_k: int, max_bins: int) -> np.ndarray:
+    """Integers lo_k..hi_k, or ``max_bins`` of them evenly spaced (ends included)."""
+    size = hi_k - lo_k + 1
+    if size <= max_bins:
+        return np.arange(lo_k, hi_k + 1, dtype=np.int64)
+    return lo_k + np.linspace(0, size - 1, max_bins).astype(np.int64)
+
+
+def _mass_between(law: object, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """P(a < X <= b), from the CDF below the median and the survival function above it."""
+    fa, fb = law.cdf(a), law.cdf(b)  # type: ignore[attr-defined]
+    upper = fa > 0.5
+    out = fb - fa
+    out[upper] = law.sf(a[upper]) - law.sf(b[upper])  # type: ignore[attr-defined]
+    return np.clip(out, 0.0, None)
+
+
+def canonical_space(target: Target, decimals: int = DEFAULT_DECIMALS, max_bins: int = EVAL_MAX_BINS) -> Space:
+    """The canonical output space of ``target`` (see the module docstring)."""
+    if decimals < 0:
+        raise ValueError(f"decimals must be >= 0, got {decimals}")
+    if max_bins < 1:
+        raise ValueError(f"max_bins must be >= 1, got {max_bins}")
+    law = target.law
+    s_lo, s_hi = target.support()
+    q_lo, q_hi = float(law.ppf(TAIL)), float(law.ppf(1 - TAIL))
+    if target.integer:
+        lo = int(s_lo) if math.isfinite(s_lo) else math.floor(q_lo)
+        hi = int(s_hi) if math.isfinite(s_hi) else math.ceil(q_hi)
+        ks = _lattice(lo, hi, max_bins)
+        values = ks.astype(float)
+        strings = [str(k) for k in ks.tolist()]
+        lower, upper = lo - 0.5, hi + 0.5
+        # Integer laws: F(k + 1/2) = F(k), and scipy's hypergeometric CDF is NaN off the integers.
+        integer_edges = True
+    else:
+        lower, upper = max(q_lo, s_lo), min(q_hi, s_hi)
+        scale = 10**decimals
+        lo_k, hi_k = math.ceil(lower * scale), math.floor(upper * scale)
+        if lo_k > hi_k:  # the whole range is narrower than one lattice step
+            lo_k = hi_k = round((lower + upper) / 2 * scale)
+        ks = _lattice(lo_k, hi_k, max_bins)
+        values = ks / scale
+        strings = format_lattice(ks, decimals)
+        integer_edges = False
+    edges = np.concatenate([[lower], (values[1:] + values[:-1]) / 2, [upper]])
+    if integer_edges:
+        edges = np.floor(edges)
+    masses = _mass_between(law, edges[:-1], edges[1:])
+    masses[0] += float(law.cdf(edges[0]))
+    masses[-1] += float(law.sf(edges[-1]))
+    masses = masses / masses.sum()
+    return Space(tuple(strings), values, masses, decimals, max_bins)
