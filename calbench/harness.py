@@ -73,6 +73,8 @@ def metric_keys(family: str | None = None) -> list[str]:
 def _estimate(key: str, items: list[dict[str, Any]]) -> scoring.Estimate:
     metric, _, family = key.partition("/")
     records = [scoring.PromptScore.from_dict(i) for i in items if not family or i["family"] == family]
+    if not records:  # a family all of whose prompts `--limit` left out
+        return scoring.Estimate(float("nan"), float("nan"))
     summary = scoring.summarize(records)
     return summary.families[family][metric] if family else summary.overall[metric]
 

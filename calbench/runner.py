@@ -53,7 +53,7 @@ def evaluate(
         num_samples: samples per prompt for the sampling tasks (default: each task's own).
         apply_chat_template: wrap prompts in the model's chat template.
         output_path: where lm-eval writes ``results_*.json`` and ``samples_*.jsonl``;
-            ``None`` writes nothing.
+            ``None`` writes nothing (the returned dict still holds the samples).
         **kwargs: passed to ``lm_eval.simple_evaluate``.
     """
     from lm_eval import simple_evaluate
@@ -71,7 +71,7 @@ def evaluate(
         tasks=list(tasks),
         task_manager=task_manager(metadata, include_defaults),
         apply_chat_template=apply_chat_template,
-        log_samples=tracker is not None,
+        log_samples=True,
         evaluation_tracker=tracker,
         metadata=metadata,
         **kwargs,

@@ -62,8 +62,18 @@ class PromptScore:
     def target(self) -> Target:
         return make_target(self.family, self.params)
 
+    @property
+    def gof_tested(self) -> bool:
+        return math.isfinite(self.gof_pvalue)
+
+    @property
+    def gof_passed(self) -> bool:
+        return self.gof_tested and self.gof_pvalue >= GOF_ALPHA
+
     def value(self, metric: str) -> tuple[float, float]:
-        """(value, standard error) of one per-prompt metric."""
+        """(value, standard error) of one per-prompt metric (``gof_pass_rate``: see ``summarize``)."""
+        if self.n == 0:
+            return math.nan, math.nan
         excess_se = math.hypot(self.w1_se, self.floor_se)
         violations = self.n_parsed - self.n_valid
         table = {
@@ -73,19 +83,17 @@ class PromptScore:
             "excess_w1_iqr": ((self.w1 - self.floor) / self.iqr, excess_se / self.iqr),
             "valid_rate": (self.n_valid / self.n, metrics.rate_se(self.n_valid, self.n)),
             "support_violation_rate": (violations / self.n, metrics.rate_se(violations, self.n)),
-            "gof_pass_rate": (
-                float(self.gof_pvalue >= GOF_ALPHA) if math.isfinite(self.gof_pvalue) else math.nan,
-                math.nan,  # a single test's outcome has no standard error; see summarize()
-            ),
         }
         return table[metric]
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """A JSON-ready dict: undefined values (no valid samples) become ``None``, not NaN."""
+        return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in asdict(self).items()}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PromptScore:
-        return cls(**d)
+        fields: dict[str, Any] = {k: math.nan if v is None else v for k, v in d.items()}
+        return cls(**fields)
 
 
 def score_prompt(target: Target, responses: Sequence[str], seed: int | None = None) -> PromptScore:
@@ -143,6 +151,15 @@ def _median(estimates: Sequence[Estimate], seed: int) -> Estimate:
     return Estimate(float(np.median(values)), float(draws.std(ddof=1)))
 
 
+def _pass_rate(records: Sequence[PromptScore]) -> Estimate:
+    """Share of a family's tested prompts that pass the goodness-of-fit test (binomial SE)."""
+    tested = [r for r in records if r.gof_tested]
+    passed = sum(r.gof_passed for r in tested)
+    if not tested:
+        return Estimate(math.nan, math.nan)
+    return Estimate(passed / len(tested), metrics.rate_se(passed, len(tested)))
+
+
 @dataclass(frozen=True)
 class Summary:
     """Per-family and overall estimates of every metric for one set of prompts."""
@@ -158,21 +175,11 @@ def summarize(records: Iterable[PromptScore]) -> Summary:
     for r in records:
         by_family[r.family].append(r)
     ordered = [f for f in FAMILIES if f in by_family]
-    families = {
-        f: {m: _mean([Estimate(*r.value(m)) for r in by_family[f]]) for m in (*FAMILY_METRICS, *OVERALL_ONLY)}
-        for f in ordered
-    }
-    overall = {m: _mean([families[f][m] for f in ordered]) for m in (*FAMILY_METRICS, *OVERALL_ONLY)}
-    # A pass rate over prompts: its uncertainty is binomial over the tested prompts.
-    tested = [r for f in ordered for r in by_family[f] if math.isfinite(r.gof_pvalue)]
-    passed = sum(r.gof_pvalue >= GOF_ALPHA for r in tested)
-    overall["gof_pass_rate"] = Estimate(overall["gof_pass_rate"].value, metrics.rate_se(passed, len(tested)))
+    per_prompt = (*FAMILY_METRICS, "support_violation_rate")
+    families = {f: {m: _mean([Estimate(*r.value(m)) for r in by_family[f]]) for m in per_prompt} for f in ordered}
     for f in ordered:
-        fam = families[f]["gof_pass_rate"]
-        k = [r for r in by_family[f] if math.isfinite(r.gof_pvalue)]
-        families[f]["gof_pass_rate"] = Estimate(
-            fam.value, metrics.rate_se(sum(r.gof_pvalue >= GOF_ALPHA for r in k), len(k))
-        )
+        families[f]["gof_pass_rate"] = _pass_rate(by_family[f])
+    overall = {m: _mean([families[f][m] for f in ordered]) for m in (*per_prompt, "gof_pass_rate")}
     for m in MEDIAN_METRICS:
         overall[f"{m}_median"] = _median([families[f][m] for f in ordered], seed=metrics.seed_for("median", m))
     return Summary(families, overall, sum(len(v) for v in by_family.values()))

@@ -1,0 +1,39 @@
+"""Shared fixtures: tiny random models (built here, offline, in about a second each).
+
+``tiny_split`` splits digits into single tokens (like Qwen, SmolLM2, Gemma 3) and has a
+ChatML template; ``tiny_merge`` merges digit runs (like GPT-2) and has no template, so
+it stands for a base model. Both come from ``calbench.tiny.build_tiny_model``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def tiny_split(tmp_path_factory):
+    from calbench.tiny import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny_split"), digits="split", chat=True)
+
+
+@pytest.fixture(scope="session")
+def tiny_merge(tmp_path_factory):
+    from calbench.tiny import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny_merge"), digits="merge", chat=False)
+
+
+@pytest.fixture(scope="session")
+def calbench_tasks():
+    """lm-eval's TaskManager over calbench's tasks only (indexing lm-eval's 14k YAML takes ~15 s)."""
+    from calbench.runner import task_manager
+
+    return task_manager(include_defaults=False)

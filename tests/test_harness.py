@@ -1,0 +1,213 @@
+"""lm-eval integration: indexing, task configs, runs on tiny models and on the reference systems."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+import calbench
+from calbench import runner
+from calbench.families import FAMILIES
+
+TASK_FILES = sorted(p for p in calbench.tasks_path().glob("*.yaml") if not p.name.startswith("_"))
+TASKS = [p.stem for p in TASK_FILES]
+
+
+class _Loader(yaml.SafeLoader):
+    """Reads task YAML as data, keeping `!function` targets as strings."""
+
+
+_Loader.add_constructor("!function", lambda loader, node: f"!function {loader.construct_scalar(node)}")
+
+
+def _no_duplicate_keys(loader, node, deep=False):
+    keys = [loader.construct_object(k, deep=deep) for k, _ in node.value]
+    dupes = {k for k in keys if keys.count(k) > 1}
+    assert not dupes, f"duplicate keys {dupes} at {node.start_mark}"
+    return yaml.SafeLoader.construct_mapping(loader, node, deep)
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicate_keys)
+
+
+def _context(sample):
+    """The prompt a logged sample was conditioned on (lm-eval's in-memory or saved form)."""
+    args = sample["arguments"]
+    return args["gen_args_0"]["arg_0"] if isinstance(args, dict) else args[0][0]
+
+
+def test_task_files_are_flat_and_tagged():
+    assert TASKS == [
+        "calbench_numeric_heldout",
+        "calbench_numeric_heldout_full",
+        "calbench_numeric_quick",
+        "calbench_numeric_unseen",
+        "calbench_numeric_unseen_full",
+    ]
+    for path in calbench.tasks_path().glob("*.yaml"):
+        cfg = yaml.load(path.read_text(), Loader=_Loader)
+        if path.name.startswith("_"):
+            assert "include" not in cfg, f"{path.name}: templates must not include further (one level only)"
+            continue
+        assert cfg["task"] == path.stem and cfg["task"].startswith("calbench_")
+        assert cfg["tag"] == "calbench"
+        assert isinstance(cfg["metadata"]["version"], int)
+        functions = [v for v in _walk(cfg) if isinstance(v, str) and v.startswith("!function")]
+        assert all(f.split()[1].startswith("calbench.") for f in functions)
+
+
+def _walk(obj):
+    if isinstance(obj, dict):
+        for v in obj.values():
+            yield from _walk(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _walk(v)
+    else:
+        yield obj
+
+
+def test_lm_eval_indexes_every_task():
+    # lm-eval skips a YAML it cannot parse with only a DEBUG log: check each one is there,
+    # alongside lm-eval's own tasks (the index a plain `lm_eval --include_path` builds).
+    tm = runner.task_manager(include_defaults=True)
+    assert set(TASKS) <= set(tm.all_tasks)
+    assert "tinyMMLU" in tm.all_tasks
+    assert set(tm.match_tasks(["calbench"])) >= {"calbench"}
+
+
+def test_every_task_loads(calbench_tasks):
+    loaded = calbench_tasks.load(TASKS)
+    tasks = loaded["tasks"]  # name -> Task
+    expected_docs = {
+        "calbench_numeric_unseen": 24,
+        "calbench_numeric_heldout": 18,
+        "calbench_numeric_unseen_full": 591,
+        "calbench_numeric_heldout_full": 92,
+        "calbench_numeric_quick": 42,
+    }
+    for name, n in expected_docs.items():
+        task = tasks[name]
+        assert len(task.eval_docs) == n
+        gen = task.config.generation_kwargs
+        assert gen["do_sample"] is True and gen["temperature"] == 1.0 and gen["top_p"] == 1.0 and gen["top_k"] == 0
+        assert "seed" not in gen  # a per-request seed would make vLLM's repeats identical
+        assert task.config.repeats == (10 if name == "calbench_numeric_quick" else 1000)
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_task_runs_on_tiny_model(task, tiny_split, tmp_path):
+    results = runner.evaluate(
+        "hf",
+        [task],
+        model_args=f"pretrained={tiny_split},dtype=float32",
+        num_samples=2,
+        apply_chat_template=True,
+        output_path=tmp_path,
+        limit=3,
+        batch_size=16,
+        device="cpu",
+    )
+    r = results["results"][task]
+    assert 0.0 <= r["valid_rate,samples"] <= 1.0
+    assert isinstance(r["valid_rate_stderr,samples"], float)  # calbench's own standard error
+    samples = results["samples"][task]
+    assert len(samples) == 3
+    assert all(len(s["resps"][0]) == 2 for s in samples)  # every repeat kept
+    assert _context(samples[0]).startswith("<|im_start|>user\nGenerate exactly ONE")
+    assert list(tmp_path.rglob("results_*.json")) and list(tmp_path.rglob(f"samples_{task}_*.jsonl"))
+
+
+def test_base_model_without_template(tiny_merge, tmp_path):
+    results = runner.evaluate(
+        "hf",
+        ["calbench_numeric_quick"],
+        model_args=f"pretrained={tiny_merge},dtype=float32",
+        num_samples=3,
+        output_path=None,
+        limit=2,
+        batch_size=8,
+        device="cpu",
+    )
+    sample = results["samples"]["calbench_numeric_quick"][0]
+    assert _context(sample).startswith("Generate exactly ONE random number")
+    assert len(sample["resps"][0]) == 3
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_task_runs_on_oracle(task):
+    results = runner.evaluate("calbench-oracle", [task], num_samples=5, output_path=None)
+    r = results["results"][task]
+    assert r["valid_rate,samples"] == 1.0
+    assert r["support_violation_rate,samples"] == 0.0
+
+
+@pytest.fixture(scope="module")
+def reference_runs():
+    runs = {}
+    for model in ("calbench-oracle", "calbench-collapsed"):
+        res = runner.evaluate(model, ["calbench_numeric_quick"], num_samples=200, output_path=None)
+        runs[model] = res["results"]["calbench_numeric_quick"]
+    return runs
+
+
+def _z(r, key):
+    return r[f"{key},samples"] / r[f"{key}_stderr,samples"]
+
+
+def test_oracle_is_calibrated_end_to_end(reference_runs):
+    # Prompts rendered, read back, answered, parsed and scored: an exact sampler's excess
+    # W1 is zero up to noise on every family. The standard errors are conservative
+    # (tests/test_metrics.py), so |z| > 3 on any of 30 families would be a real error.
+    r = reference_runs["calbench-oracle"]
+    for family in FAMILIES:
+        assert abs(_z(r, f"excess_w1/{family}")) < 3, family
+        assert r[f"valid_rate/{family},samples"] == 1.0
+    assert abs(_z(r, "excess_w1_iqr")) < 3
+    assert r["gof_pass_rate,samples"] >= 0.8
+
+
+def test_collapsed_sampler_is_far_worse(reference_runs):
+    oracle, collapsed = reference_runs["calbench-oracle"], reference_runs["calbench-collapsed"]
+    for family in FAMILIES:
+        # Cauchy's W1 is ruled by its tails: at 200 samples an exact sampler's W1 spreads
+        # as widely as the collapsed sampler's excess, so only its sign can be asserted.
+        if family == "cauchy":
+            assert collapsed["excess_w1/cauchy,samples"] > 0
+        else:
+            assert _z(collapsed, f"excess_w1/{family}") > 3, family
+    assert collapsed["excess_w1_iqr,samples"] > 5 * max(oracle["excess_w1_iqr,samples"], 0.01)
+    assert collapsed["gof_pass_rate,samples"] < 0.1
+
+
+def test_num_samples_metadata_validated(calbench_tasks):
+    from calbench.runner import task_manager
+
+    with pytest.raises(ValueError, match="num_samples"):
+        task_manager({"num_samples": 0}, include_defaults=False).load(["calbench_numeric_quick"])
+
+
+def test_doc_fields_are_strings():
+    from calbench.harness import numeric_docs
+
+    doc = numeric_docs(calbench_split="heldout", calbench_points="selected", pretrained="ignored")["test"][0]
+    assert doc["family"] == "bernoulli" and doc["params"] == '{"p": 0.1}' and doc["target"] == "bernoulli(p=0.1)"
+    with pytest.raises(ValueError, match="calbench_split"):
+        numeric_docs(calbench_split="train")
+
+
+def test_results_are_json_numbers(reference_runs):
+    r = reference_runs["calbench-collapsed"]
+    for key, value in r.items():
+        # lm-eval adds "<metric>_stderr_stderr": "N/A" for calbench's own stderr entries.
+        if key.endswith(",samples") and "_stderr_stderr" not in key:
+            assert isinstance(value, float), key
+            assert math.isfinite(value) or "/" in key, key
+
+
+def test_tasks_path_from_clone():
+    assert (calbench.tasks_path() / "calbench_numeric_unseen.yaml").is_file()
+    assert calbench.tasks_path() == Path(calbench.__file__).resolve().parent.parent / "tasks"

