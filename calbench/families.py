@@ -651,6 +651,26 @@ FAMILIES: dict[str, Family] = {
 }
 
 
+def ppf(law: Any, q: float | Sequence[float] | np.ndarray) -> np.ndarray:
+    """The law's quantile function F^{-1}(q) = min{x : F(x) >= q}, safe for every family.
+
+    scipy's discrete ``ppf`` can give up (skellam(8.5, 12).ppf(0.1008) raises "updating
+    stopped, endless loop"); integer laws then fall back to a search over the CDF on
+    mean ± 50 standard deviations, clipped to the support.
+    """
+    q = np.asarray(q, dtype=float)
+    try:
+        return np.asarray(law.ppf(q), dtype=float)
+    except RuntimeError:
+        if not hasattr(law.dist, "pmf"):
+            raise
+    lo, hi = law.support()
+    mean, sd = float(law.mean()), float(law.std())
+    ks = np.arange(max(lo, math.floor(mean - 50 * sd)), min(hi, math.ceil(mean + 50 * sd)) + 1)
+    cdf = law.cdf(ks)
+    return ks[np.minimum(np.searchsorted(cdf, q, side="left"), ks.size - 1)].astype(float)
+
+
 def get_family(name: str) -> Family:
     """The family called ``name``; a clear error listing the known names otherwise."""
     try:

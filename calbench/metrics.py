@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from calbench.families import Target
+from calbench.families import Target, ppf
 
 FLOOR_REPS = 400  # Monte-Carlo replicates behind the oracle floor
 BOOT_REPS = 200  # bootstrap replicates behind a W1 standard error
@@ -32,7 +32,7 @@ def seed_for(*parts: object) -> int:
 
 def midpoint_quantiles(law: Any, n: int) -> np.ndarray:
     """F^{-1}((i - 1/2) / n) for i = 1..n."""
-    return np.asarray(law.ppf((np.arange(n) + 0.5) / n), dtype=float)
+    return ppf(law, (np.arange(n) + 0.5) / n)
 
 
 def w1(values: np.ndarray, law: Any) -> float:
@@ -53,7 +53,7 @@ def iqr(target: Target) -> float:
     lattice step: Bernoulli(0.1) has both quartiles at 0, and W1 on integers is
     measured in units of 1 anyway.
     """
-    q1, q3 = target.law.ppf([0.25, 0.75])
+    q1, q3 = ppf(target.law, [0.25, 0.75])
     spread = float(q3 - q1)
     return max(spread, 1.0) if target.integer else spread
 
@@ -151,7 +151,7 @@ def pooled_cells(values: np.ndarray, law: Any) -> tuple[np.ndarray, np.ndarray]:
     remainder joins the last full cell.
     """
     n = np.asarray(values).size
-    lo, hi = int(law.ppf(0.001)), int(law.ppf(0.999))
+    lo, hi = (int(v) for v in ppf(law, [0.001, 0.999]))
     # Clip before casting: a valid "1e30" would overflow int64 and wrap into the first cell.
     x = np.rint(np.clip(np.asarray(values, dtype=float), lo, hi)).astype(np.int64)
     ks = np.arange(lo, hi + 1)

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 
 from calbench.families import Target
 
-NUMBER_RE = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+# ASCII digits only: Python's \d also matches Arabic-Indic and fullwidth digits, which float() accepts but no
+# canonical answer string contains.
+NUMBER_RE = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?", re.ASCII)
 # A closed block anywhere, then an unclosed block running to the end of the text.
 _THINK_CLOSED = re.compile(r"<think>.*?</think>", re.DOTALL)
 _THINK_OPEN = re.compile(r"<think>.*\Z", re.DOTALL)

@@ -19,7 +19,7 @@ from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 from tqdm import tqdm
 
-from calbench.families import Target
+from calbench.families import Target, ppf
 from calbench.prompt import read_prompt
 from calbench.space import DEFAULT_DECIMALS
 
@@ -30,8 +30,8 @@ def mode(target: Target) -> float:
     """The law's mode; the middle of the tied maxima when the density is flat (Uniform)."""
     law = target.law
     lo, hi = target.support()
-    lo = lo if np.isfinite(lo) else float(law.ppf(1e-4))
-    hi = hi if np.isfinite(hi) else float(law.ppf(1 - 1e-4))
+    lo = lo if np.isfinite(lo) else float(ppf(law, 1e-4))
+    hi = hi if np.isfinite(hi) else float(ppf(law, 1 - 1e-4))
     if target.integer:
         xs = np.arange(lo, hi + 1)
         density = law.pmf(xs)

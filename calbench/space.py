@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from calbench.families import Target
+from calbench.families import Target, ppf
 
 TAIL = 0.001
 DEFAULT_DECIMALS = 5
@@ -78,7 +78,7 @@ def canonical_space(target: Target, decimals: int = DEFAULT_DECIMALS, max_bins: 
         raise ValueError(f"max_bins must be >= 1, got {max_bins}")
     law = target.law
     s_lo, s_hi = target.support()
-    q_lo, q_hi = float(law.ppf(TAIL)), float(law.ppf(1 - TAIL))
+    q_lo, q_hi = (float(v) for v in ppf(law, [TAIL, 1 - TAIL]))
     if target.integer:
         lo = int(s_lo) if math.isfinite(s_lo) else math.floor(q_lo)
         hi = int(s_hi) if math.isfinite(s_hi) else math.ceil(q_hi)
@@ -94,6 +94,10 @@ def canonical_space(target: Target, decimals: int = DEFAULT_DECIMALS, max_bins: 
         lo_k, hi_k = math.ceil(lower * scale), math.floor(upper * scale)
         if lo_k > hi_k:  # the whole range is narrower than one lattice step
             lo_k = hi_k = round((lower + upper) / 2 * scale)
+            if not s_lo <= lo_k / scale <= s_hi:
+                raise ValueError(
+                    f"{target.key}: no number with {decimals} decimals lies in the support; use more decimals"
+                )
         ks = _lattice(lo_k, hi_k, max_bins)
         values = ks / scale
         strings = format_lattice(ks, decimals)
