@@ -130,25 +130,38 @@ class Estimate:
         return self.value - Z95 * self.se, self.value + Z95 * self.se
 
 
-def _mean(estimates: Sequence[Estimate]) -> Estimate:
-    """Mean of independent estimates; NaN values (no valid samples) are left out."""
-    kept = [e for e in estimates if math.isfinite(e.value)]
-    if not kept:
+def _mean(estimates: Sequence[Estimate], skip_undefined: bool = False) -> Estimate:
+    """Mean of independent estimates, standard errors in quadrature.
+
+    An undefined value (W1 of a prompt without one valid sample) makes the mean undefined:
+    averaging only the families a model happens to answer would reward answering less.
+    ``skip_undefined`` leaves such values out instead (goodness-of-fit pass rates, where
+    too few samples to test is not a failure).
+    """
+    kept = [e for e in estimates if math.isfinite(e.value)] if skip_undefined else list(estimates)
+    if not kept or any(not math.isfinite(e.value) for e in kept):
         return Estimate(math.nan, math.nan)
     se = math.sqrt(sum(e.se**2 for e in kept)) / len(kept)
     return Estimate(float(np.mean([e.value for e in kept])), se)
 
 
 def _median(estimates: Sequence[Estimate], seed: int) -> Estimate:
-    """Median of family values; its standard error from a parametric bootstrap."""
-    kept = [e for e in estimates if math.isfinite(e.value)]
-    if not kept:
+    """Median of family values; its standard error from a parametric bootstrap.
+
+    An undefined family value counts as worse than every defined one (+inf), so the
+    median stays defined while fewer than half of the families are missing.
+    """
+    if not estimates:
         return Estimate(math.nan, math.nan)
-    values = np.array([e.value for e in kept])
-    ses = np.nan_to_num(np.array([e.se for e in kept]))
+    values = np.array([e.value if math.isfinite(e.value) else np.inf for e in estimates])
+    ses = np.nan_to_num(np.array([e.se for e in estimates]))
     rng = np.random.default_rng(seed)
     draws = np.median(values + rng.standard_normal((2000, values.size)) * ses, axis=1)
-    return Estimate(float(np.median(values)), float(draws.std(ddof=1)))
+    value = float(np.median(values))
+    if not math.isfinite(value):
+        return Estimate(math.nan, math.nan)
+    se = float(draws.std(ddof=1)) if np.all(np.isfinite(draws)) else math.nan
+    return Estimate(value, se)
 
 
 def _pass_rate(records: Sequence[PromptScore]) -> Estimate:
@@ -179,7 +192,8 @@ def summarize(records: Iterable[PromptScore]) -> Summary:
     families = {f: {m: _mean([Estimate(*r.value(m)) for r in by_family[f]]) for m in per_prompt} for f in ordered}
     for f in ordered:
         families[f]["gof_pass_rate"] = _pass_rate(by_family[f])
-    overall = {m: _mean([families[f][m] for f in ordered]) for m in (*per_prompt, "gof_pass_rate")}
+    overall = {m: _mean([families[f][m] for f in ordered]) for m in per_prompt}
+    overall["gof_pass_rate"] = _mean([families[f]["gof_pass_rate"] for f in ordered], skip_undefined=True)
     for m in MEDIAN_METRICS:
         overall[f"{m}_median"] = _median([families[f][m] for f in ordered], seed=metrics.seed_for("median", m))
     return Summary(families, overall, sum(len(v) for v in by_family.values()))

@@ -84,22 +84,28 @@ RECORDS = [
     record("gaussian", GAUSS, 3.0, 0.3, 0.2),
     record("poisson", POISSON, 10.0, 0.4, 0.001),
     record("beta", BETA, 4.0, 0.5, 0.9),
-    # No valid samples at all: NaN metrics, left out of the W1 means but a valid rate of 0.
+    # No valid samples at all: undefined W1, which makes the W1 means undefined, but a valid rate of 0.
     record("bernoulli", {"p": 0.1}, NAN, NAN, NAN, n_valid=0, floor=NAN, floor_se=NAN),
 ]
 
 
 def test_summarize_weights_families_equally():
-    s = summarize(RECORDS)
-    assert s.n_prompts == 6
+    s = summarize(RECORDS[:-1])
+    assert s.n_prompts == 5
     assert s.families["gaussian"]["w1"].value == pytest.approx(2.0)
     assert s.families["gaussian"]["w1"].se == pytest.approx(math.sqrt(0.1**2 + 0.2**2 + 0.3**2) / 3)
-    assert math.isnan(s.families["bernoulli"]["w1"].value)
-    # Equal weight over the three families with samples: (2 + 10 + 4) / 3, not the prompt mean 4.
+    # Equal weight over the three families: (2 + 10 + 4) / 3, not the prompt mean 4.
     assert s.overall["w1"].value == pytest.approx(16 / 3)
     family_ses = [s.families[f]["w1"].se for f in ("gaussian", "poisson", "beta")]
     assert s.overall["w1"].se == pytest.approx(math.sqrt(sum(se**2 for se in family_ses)) / 3)
     assert s.overall["excess_w1"].value == pytest.approx(16 / 3 - 0.5)
+
+
+def test_a_family_without_valid_samples_makes_the_w1_mean_undefined():
+    # Averaging only the families a model answers would reward answering less.
+    s = summarize(RECORDS)
+    assert math.isnan(s.families["bernoulli"]["w1"].value)
+    assert math.isnan(s.overall["w1"].value) and math.isnan(s.overall["excess_w1_iqr"].value)
 
 
 def test_summarize_keeps_families_without_valid_samples_in_the_valid_rate():
@@ -110,10 +116,15 @@ def test_summarize_keeps_families_without_valid_samples_in_the_valid_rate():
 
 def test_summarize_reports_the_median_over_families():
     s = summarize(RECORDS)
-    # iqr = 1, so w1_iqr is w1: the median of 2, 10 and 4; the NaN family is left out.
-    assert s.overall["w1_iqr_median"].value == pytest.approx(4.0)
-    assert s.overall["excess_w1_iqr_median"].value == pytest.approx(3.5)
-    assert 0 < s.overall["w1_iqr_median"].se < 1
+    # iqr = 1, so w1_iqr is w1: the median of 2, 10, 4 and the undefined family counted
+    # as worst (+inf) is (4 + 10) / 2.
+    assert s.overall["w1_iqr_median"].value == pytest.approx(7.0)
+    assert s.overall["excess_w1_iqr_median"].value == pytest.approx(6.5)
+    assert 0 < s.overall["w1_iqr_median"].se < 5
+    defined = summarize(RECORDS[:-1])
+    assert defined.overall["w1_iqr_median"].value == pytest.approx(4.0)
+    # With half of the families undefined the median is undefined too.
+    assert math.isnan(summarize([RECORDS[3], RECORDS[-1]]).overall["w1_iqr_median"].value)
 
 
 def test_summarize_gof_pass_rate():
