@@ -12,14 +12,18 @@ standard error (see ``calbench.scoring``).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from typing import Any, ClassVar
 
+from lm_eval.api.instance import Instance
 from lm_eval.api.task import ConfigurableTask
 
-from calbench import scoring
+from calbench import likelihood, scoring
 from calbench.families import FAMILIES, make_target, split_points
 from calbench.prompt import prompt_text
+from calbench.space import DEFAULT_DECIMALS, EVAL_MAX_BINS, canonical_space
+from calbench.trie import terminator
 
 SPLIT_CHOICES = ("unseen", "heldout", "all")
 POINT_CHOICES = ("selected", "full")
@@ -59,49 +63,39 @@ def keep_all(resps: Sequence[Sequence[str]], docs: Sequence[dict[str, Any]]) -> 
     return resps
 
 
-def metric_keys(family: str | None = None) -> list[str]:
-    """Names a document reports; per-family names when ``family`` is given."""
-    if family is None:
-        names = [*scoring.FAMILY_METRICS, *scoring.OVERALL_ONLY, *(f"{m}_median" for m in scoring.MEDIAN_METRICS)]
-    else:
-        names = [f"{m}/{family}" for m in scoring.FAMILY_METRICS]
+def metric_keys(metrics: Sequence[str], family: str | None = None, stderr: bool = True) -> list[str]:
+    """Names a document reports: ``<metric>``, or ``<metric>/<family>`` when ``family`` is given."""
+    names = list(metrics) if family is None else [f"{m}/{family}" for m in metrics]
     # A metric's standard error must come after the metric: lm-eval first writes "N/A"
     # under "<metric>_stderr", then the aggregation of our "<metric>_stderr" replaces it.
-    return [k for name in names for k in (name, f"{name}_stderr")]
+    return [k for name in names for k in ((name, f"{name}_stderr") if stderr else (name,))]
 
 
-def _estimate(key: str, items: list[dict[str, Any]]) -> scoring.Estimate:
-    metric, _, family = key.partition("/")
-    records = [scoring.PromptScore.from_dict(i) for i in items if not family or i["family"] == family]
-    if not records:  # a family all of whose prompts `--limit` left out
-        return scoring.Estimate(float("nan"), float("nan"))
-    summary = scoring.summarize(records)
-    return summary.families[family][metric] if family else summary.overall[metric]
-
-
-def _aggregator(key: str) -> Callable[[list[dict[str, Any]]], float]:
+def _aggregate(
+    summarize: Callable[[list[dict[str, Any]]], scoring.Summary], key: str, items: list[dict[str, Any]]
+) -> float:
     base, stderr, _ = key.partition("_stderr")
-    if stderr:
-        return lambda items: _estimate(base, items).se
-    return lambda items: _estimate(key, items).value
+    metric, _, family = base.partition("/")
+    records = [i for i in items if not family or i["family"] == family]
+    if not records:  # a family all of whose prompts `--limit` left out
+        return float("nan")
+    summary = summarize(records)
+    estimate = summary.families[family][metric] if family else summary.overall[metric]
+    return estimate.se if stderr else estimate.value
 
 
-def _higher_is_better(key: str) -> bool:
-    metric = key.partition("/")[0].removesuffix("_stderr").removesuffix("_median")
-    return scoring.HIGHER_IS_BETTER.get(metric, False)
+class CalbenchTask(ConfigurableTask):
+    """A ConfigurableTask scored by calbench: one JSON record per document, aggregated by calbench.
 
-
-ALL_KEYS = metric_keys() + [k for f in FAMILIES for k in metric_keys(f)]
-AGGREGATIONS = {k: _aggregator(k) for k in ALL_KEYS}
-HIGHER = {k: _higher_is_better(k) for k in ALL_KEYS}
-
-
-class SamplingTask(ConfigurableTask):
-    """A ConfigurableTask that scores N samples per prompt against the prompt's law.
-
-    ``--metadata '{"num_samples": N}'`` sets the number of samples per prompt for a run
-    (the task's ``repeats``), with plain ``lm_eval`` as with ``calbench eval``.
+    Subclasses name their metrics and turn (document, model outputs) into a record.
+    ``--metadata '{"num_samples": N}'`` sets ``repeats`` for a run (sampling tasks).
     """
+
+    OVERALL: tuple[str, ...] = ()  # reported over the whole task
+    PER_FAMILY: tuple[str, ...] = ()  # also reported per family
+    OPTIONAL: tuple[str, ...] = ()  # reported only when a record defines them
+    STDERR = True  # calbench fills lm-eval's stderr column
+    HIGHER_IS_BETTER: ClassVar[Mapping[str, bool]] = {}
 
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
         config = dict(config or {})
@@ -114,23 +108,137 @@ class SamplingTask(ConfigurableTask):
             self.config.repeats = n
         # Every document reports every family's keys (each aggregation keeps its own
         # family's records), so lm-eval sees equal counts for all metrics.
-        families = set(self.dataset[self.config.test_split]["family"])
-        self._keys = metric_keys() + [k for f in FAMILIES if f in families for k in metric_keys(f)]
+        present = set(self.dataset[self.config.test_split]["family"])
+        self._families = [f for f in FAMILIES if f in present]
 
     def download(self, dataset_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         # Same as lm-eval's custom_dataset path, without its warning about --metadata.
         self.dataset = self.config.custom_dataset(**(self.config.metadata or {}), **(self.config.dataset_kwargs or {}))
 
+    @staticmethod
+    def summarize(records: list[dict[str, Any]]) -> scoring.Summary:
+        raise NotImplementedError
+
+    def record(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _all_keys(self, optional: Sequence[str]) -> list[str]:
+        overall = [*self.OVERALL, *optional]
+        per_family = [*self.PER_FAMILY, *optional]
+        keys = metric_keys(overall, stderr=self.STDERR)
+        return keys + [k for f in self._families for k in metric_keys(per_family, f, self.STDERR)]
+
     def process_results(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
+        record = self.record(doc, results)
+        optional = [m for m in self.OPTIONAL if record.get(m) is not None]
+        return dict.fromkeys(self._all_keys(optional), record)
+
+    def aggregation(self) -> dict[str, Callable[[list[Any]], float]]:
+        keys = self._all_keys(self.OPTIONAL)
+        return {k: partial(_aggregate, type(self).summarize, k) for k in keys}
+
+    def higher_is_better(self) -> dict[str, bool]:
+        def better(key: str) -> bool:
+            metric = key.partition("/")[0].removesuffix("_stderr").removesuffix("_median")
+            return self.HIGHER_IS_BETTER.get(metric, False)
+
+        return {k: better(k) for k in self._all_keys(self.OPTIONAL)}
+
+
+class SamplingTask(CalbenchTask):
+    """N samples per prompt, scored against the prompt's law (``calbench.scoring``)."""
+
+    OVERALL = (*scoring.FAMILY_METRICS, *scoring.OVERALL_ONLY, *(f"{m}_median" for m in scoring.MEDIAN_METRICS))
+    PER_FAMILY = scoring.FAMILY_METRICS
+    HIGHER_IS_BETTER = scoring.HIGHER_IS_BETTER
+
+    @staticmethod
+    def summarize(records: list[dict[str, Any]]) -> scoring.Summary:
+        return scoring.summarize(scoring.PromptScore.from_dict(r) for r in records)
+
+    def record(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
         responses = results[0]
         if isinstance(responses, str):  # a filter that kept one response only
             responses = [responses]
         target = make_target(doc["family"], json.loads(doc["params"]))
-        record = scoring.score_prompt(target, list(responses)).to_dict()
-        return dict.fromkeys(self._keys, record)
+        return scoring.score_prompt(target, list(responses)).to_dict()
 
-    def aggregation(self) -> dict[str, Callable[[list[Any]], float]]:
-        return AGGREGATIONS
 
-    def higher_is_better(self) -> dict[str, bool]:
-        return HIGHER
+def likelihood_docs(
+    calbench_split: str = "unseen",
+    calbench_points: str = "selected",
+    calbench_decimals: int = DEFAULT_DECIMALS,
+    calbench_max_bins: int = EVAL_MAX_BINS,
+    calbench_terminator: str | None = None,
+    pretrained: Any = None,
+    tokenizer: Any = None,
+    **_: Any,
+) -> dict[str, Any]:
+    """lm-eval ``custom_dataset`` of the likelihood tasks: each prompt with its canonical answers.
+
+    The choices are every canonical string followed by the model's terminator, whose
+    text comes from the model's tokenizer (``pretrained`` or ``tokenizer`` in
+    ``--model_args``), or from ``--metadata '{"calbench_terminator": ...}'``.
+    """
+    import datasets
+
+    end = calbench_terminator if calbench_terminator is not None else _terminator_text(tokenizer or pretrained)
+    docs = numeric_docs(calbench_split, calbench_points)["test"].to_list()
+    for doc in docs:
+        space = canonical_space(
+            make_target(doc["family"], json.loads(doc["params"])), calbench_decimals, calbench_max_bins
+        )
+        doc["choices"] = [s + end for s in space.strings]
+        doc["decimals"] = calbench_decimals
+        doc["max_bins"] = calbench_max_bins
+    return {"test": datasets.Dataset.from_list(docs)}
+
+
+def _terminator_text(source: Any) -> str:
+    if source is None:
+        raise ValueError(
+            "calbench likelihood tasks score each answer with the model's end-of-turn/EOS token: "
+            "pass pretrained=... (or tokenizer=...) in --model_args, or set it with "
+            '--metadata \'{"calbench_terminator": "<|im_end|>"}\''
+        )
+    from transformers import AutoTokenizer
+
+    tok = source if not isinstance(source, str) else AutoTokenizer.from_pretrained(source)
+    token = tok.convert_ids_to_tokens(terminator(tok, chat=bool(getattr(tok, "chat_template", None))))
+    return str(token)
+
+
+class LikelihoodTask(CalbenchTask):
+    """The model's exact probability of every canonical answer (``calbench.likelihood``)."""
+
+    OVERALL = likelihood.METRICS
+    PER_FAMILY = likelihood.METRICS
+    OPTIONAL = ("logit_kl",)  # needs per-token log-probs: calbench-hf and calbench-oracle
+    STDERR = False  # exact given the model: no sampling noise to report
+    HIGHER_IS_BETTER: ClassVar[Mapping[str, bool]] = {"canonical_mass": True}
+
+    @staticmethod
+    def summarize(records: list[dict[str, Any]]) -> scoring.Summary:
+        return likelihood.summarize(records)
+
+    def construct_requests(self, doc: dict[str, Any], ctx: Any, **kwargs: Any) -> list[Instance]:
+        """The choices' requests, then one more for the delimiter alone (the anchor).
+
+        lm-eval moves the prompt's trailing whitespace (a chat template's final newline)
+        into every continuation, and the task's delimiter is one too; their
+        log-probability, scored alone, is subtracted from every answer's, so calbench
+        conditions on exactly the prompt the model samples from.
+        """
+        requests = list(super().construct_requests(doc, ctx, **kwargs))
+        first_choice = self.doc_to_choice(doc)[0]
+        first = requests[0].arguments[1]
+        delimiter = first[: len(first) - len(first_choice)]
+        extra = {k: v for k, v in kwargs.items() if k not in ("apply_chat_template", "chat_template")}
+        anchor = Instance(request_type="loglikelihood", doc=doc, arguments=(ctx, delimiter), idx=len(requests), **extra)
+        return [*requests, anchor]
+
+    def record(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
+        target = make_target(doc["family"], json.loads(doc["params"]))
+        space = canonical_space(target, doc["decimals"], doc["max_bins"])
+        lls = [r[0] for r in results]
+        return likelihood.score_choices(target, space, lls[:-1], anchor=lls[-1])

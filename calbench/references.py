@@ -20,8 +20,10 @@ from lm_eval.api.registry import register_model
 from tqdm import tqdm
 
 from calbench.families import Target, ppf
+from calbench.likelihood import TokenLogprobs
 from calbench.prompt import read_prompt
-from calbench.space import DEFAULT_DECIMALS
+from calbench.space import DEFAULT_DECIMALS, canonical_space
+from calbench.trie import build_trie
 
 MODE_GRID = 20001
 
@@ -89,13 +91,29 @@ class ReferenceLM(LM):
 
 
 class OracleLM(ReferenceLM):
-    """An exact draw from the prompt's law (full float precision, so nothing is rounded away)."""
+    """An exact draw from the prompt's law (full float precision, so nothing is rounded away).
+
+    For likelihood tasks it answers with the exact target probabilities P_Y: its
+    "tokens" are the answer's characters plus an end marker, each with its trie target
+    q, so its sequence KL and logit KL are 0 and its canonical mass is 1.
+    """
 
     name = "calbench-oracle"
 
     def answer(self, target: Target) -> str:
         value = target.law.rvs(random_state=self.rng)
         return str(int(value)) if target.integer else repr(float(value))
+
+    def loglikelihood(self, requests: list[Any], disable_tqdm: bool = False) -> list[tuple[float, bool]]:
+        by_context: dict[str, list[int]] = {}
+        for i, request in enumerate(requests):
+            by_context.setdefault(request.args[0], []).append(i)
+        out: list[tuple[float, bool]] = [(0.0, False)] * len(requests)
+        for context, indices in tqdm(by_context.items(), desc=f"{self.name} likelihoods", disable=disable_tqdm):
+            answers = [requests[i].args[1].strip() for i in indices]
+            for i, scored in zip(indices, _exact_logprobs(_target_of(context), answers), strict=True):
+                out[i] = (scored, False)
+        return out
 
 
 class CollapsedLM(ReferenceLM):
@@ -107,6 +125,24 @@ class CollapsedLM(ReferenceLM):
         return format_answer(mode(target), target)
 
 
+END = 0x110000  # the oracle's end-of-answer "token": one past the last Unicode code point
+
+
+def _exact_logprobs(target: Target, answers: list[str]) -> list[TokenLogprobs]:
+    """Target log-probabilities of canonical answers (character by character); "" scores 0."""
+    strings = [a for a in answers if a]
+    decimals = len(strings[0].partition(".")[2]) if strings else 0
+    space = canonical_space(target, decimals, max(len(strings), 1))
+    if tuple(strings) != space.strings:
+        raise ValueError(f"calbench-oracle: the continuations are not a canonical space of {target.key}")
+    sequences = [[ord(c) for c in s] + [END] for s in strings]
+    trie = build_trie(sequences, space.masses)
+    q = trie.q()
+    nodes = trie.string_nodes()
+    scored = iter(TokenLogprobs(seq, np.log(q[nodes[i, : len(seq)]])) for i, seq in enumerate(sequences))
+    return [next(scored) if a else TokenLogprobs((), ()) for a in answers]
+
+
 MODELS: dict[str, type[ReferenceLM]] = {
     "calbench-oracle": OracleLM,
     "calbench-collapsed": CollapsedLM,
@@ -114,10 +150,12 @@ MODELS: dict[str, type[ReferenceLM]] = {
 
 
 def register() -> None:
-    """Add calbench's models to lm-eval's model registry (idempotent)."""
+    """Add calbench's models to lm-eval's model registry (idempotent): the references and calbench-hf."""
     import lm_eval.models  # noqa: F401 - lm-eval only imports its own models into an empty registry
     from lm_eval.api.registry import MODEL_REGISTRY
 
-    for name, cls in MODELS.items():
+    from calbench.hf_backend import CalbenchHFLM
+
+    for name, cls in {**MODELS, "calbench-hf": CalbenchHFLM}.items():
         if name not in MODEL_REGISTRY:
             register_model(name)(cls)

@@ -18,7 +18,8 @@ from typing import Any
 from calbench import tasks_path
 
 DEFAULT_OUTPUT = Path("calbench_results")
-THINKING_BACKENDS = ("hf", "vllm")  # lm-eval backends that accept enable_thinking
+THINKING_BACKENDS = ("hf", "vllm", "calbench-hf")  # lm-eval backends that accept enable_thinking
+REFERENCE_MODELS = ("calbench-oracle", "calbench-collapsed")
 
 
 def offline_defaults() -> None:
@@ -58,12 +59,27 @@ def evaluate(
     """
     from lm_eval import simple_evaluate
     from lm_eval.loggers import EvaluationTracker
+    from lm_eval.utils import simple_parse_args_string
 
     from calbench.references import register
 
     offline_defaults()
     register()
-    metadata = {"num_samples": num_samples} if num_samples else {}
+    if (
+        model in THINKING_BACKENDS
+        and model_args
+        and "enable_thinking" not in model_args
+        and "chat_template_args" not in model_args
+    ):
+        model_args += ",enable_thinking=False"  # as `calbench eval` does; see lm_eval_argv
+
+    # As lm-eval's CLI does: tasks see the model arguments (the likelihood tasks read the
+    # tokenizer's terminator from `pretrained`) and the run's metadata.
+    metadata: dict[str, Any] = simple_parse_args_string(model_args) if model_args else {}
+    if num_samples:
+        metadata["num_samples"] = num_samples
+    if model in REFERENCE_MODELS:  # no tokenizer, no terminator: answers end where their text ends
+        metadata["calbench_terminator"] = ""
     tracker = EvaluationTracker(output_path=str(output_path)) if output_path else None
     results = simple_evaluate(
         model=model,
@@ -139,9 +155,14 @@ def lm_eval_argv(args: Sequence[str], num_samples: int | None = None) -> list[st
             out = _set(out, "--model_args", json.dumps(merged))
         else:
             out = _set(out, "--model_args", f"{model_args},enable_thinking=False")
+    extra: dict[str, Any] = {}
     if num_samples is not None:
+        extra["num_samples"] = num_samples
+    if model in REFERENCE_MODELS:  # no tokenizer, no terminator: answers end where their text ends
+        extra["calbench_terminator"] = ""
+    if extra:
         metadata = json.loads(_value_of(out, "--metadata") or "{}")
-        out = _set(out, "--metadata", json.dumps({**metadata, "num_samples": num_samples}))
+        out = _set(out, "--metadata", json.dumps({**extra, **metadata}))
     return out
 
 

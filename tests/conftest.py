@@ -29,11 +29,3 @@ def tiny_merge(tmp_path_factory):
     from calbench.tiny import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny_merge"), digits="merge", chat=False)
-
-
-@pytest.fixture(scope="session")
-def calbench_tasks():
-    """lm-eval's TaskManager over calbench's tasks only (indexing lm-eval's 14k YAML takes ~15 s)."""
-    from calbench.runner import task_manager
-
-    return task_manager(include_defaults=False)

@@ -14,6 +14,7 @@ from calbench.families import FAMILIES
 
 TASK_FILES = sorted(p for p in calbench.tasks_path().glob("*.yaml") if not p.name.startswith("_"))
 TASKS = [p.stem for p in TASK_FILES]
+SAMPLING_TASKS = [t for t in TASKS if not t.endswith("_likelihood")]
 
 
 class _Loader(yaml.SafeLoader):
@@ -43,9 +44,11 @@ def test_task_files_are_flat_and_tagged():
     assert TASKS == [
         "calbench_numeric_heldout",
         "calbench_numeric_heldout_full",
+        "calbench_numeric_heldout_likelihood",
         "calbench_numeric_quick",
         "calbench_numeric_unseen",
         "calbench_numeric_unseen_full",
+        "calbench_numeric_unseen_likelihood",
     ]
     for path in calbench.tasks_path().glob("*.yaml"):
         cfg = yaml.load(path.read_text(), Loader=_Loader)
@@ -79,8 +82,9 @@ def test_lm_eval_indexes_every_task():
     assert set(tm.match_tasks(["calbench"])) >= {"calbench"}
 
 
-def test_every_task_loads(calbench_tasks):
-    loaded = calbench_tasks.load(TASKS)
+def test_every_task_loads():
+    # The likelihood tasks read the model's terminator from --model_args or --metadata.
+    loaded = runner.task_manager({"calbench_terminator": "<e>"}, include_defaults=False).load(TASKS)
     tasks = loaded["tasks"]  # name -> Task
     expected_docs = {
         "calbench_numeric_unseen": 24,
@@ -88,8 +92,14 @@ def test_every_task_loads(calbench_tasks):
         "calbench_numeric_unseen_full": 591,
         "calbench_numeric_heldout_full": 92,
         "calbench_numeric_quick": 42,
+        "calbench_numeric_unseen_likelihood": 24,
+        "calbench_numeric_heldout_likelihood": 18,
     }
     for name, n in expected_docs.items():
+        if name.endswith("_likelihood"):
+            assert len(tasks[name].eval_docs) == n
+            assert tasks[name].config.output_type == "multiple_choice"
+            continue
         task = tasks[name]
         assert len(task.eval_docs) == n
         gen = task.config.generation_kwargs
@@ -98,7 +108,7 @@ def test_every_task_loads(calbench_tasks):
         assert task.config.repeats == (10 if name == "calbench_numeric_quick" else 1000)
 
 
-@pytest.mark.parametrize("task", TASKS)
+@pytest.mark.parametrize("task", SAMPLING_TASKS)
 def test_task_runs_on_tiny_model(task, tiny_split, tmp_path):
     results = runner.evaluate(
         "hf",
@@ -137,7 +147,7 @@ def test_base_model_without_template(tiny_merge, tmp_path):
     assert len(sample["resps"][0]) == 3
 
 
-@pytest.mark.parametrize("task", TASKS)
+@pytest.mark.parametrize("task", SAMPLING_TASKS)
 def test_task_runs_on_oracle(task):
     results = runner.evaluate("calbench-oracle", [task], num_samples=5, output_path=None)
     r = results["results"][task]
@@ -183,7 +193,7 @@ def test_collapsed_sampler_is_far_worse(reference_runs):
     assert collapsed["gof_pass_rate,samples"] < 0.1
 
 
-def test_num_samples_metadata_validated(calbench_tasks):
+def test_num_samples_metadata_validated():
     from calbench.runner import task_manager
 
     with pytest.raises(ValueError, match="num_samples"):

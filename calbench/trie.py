@@ -1,0 +1,200 @@
+"""Token tries held as arrays, and answer strings tokenized the way the model sees them.
+
+A ``Trie`` stores one row per node (the root is node 0): the token on the edge into the
+node, its parent, its depth and the target mass of all strings through it. Children of
+node p are ``child_idx[child_ptr[p]:child_ptr[p + 1]]``. The next-token target at p is
+
+    q(v | p) = mass[child] / mass[p]   for the child reached by token v.
+
+Strings are the canonical answers tokenized *in context* (the answer slice of
+prompt + answer, so the boundary matches what the model sees) followed by the model's
+terminator: its end-of-turn token for chat models (``<|im_end|>``, ``<|eot_id|>``,
+``<end_of_turn>``), its EOS for base models.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Trie:
+    tokens: np.ndarray  # (N,) int64, token on the edge into the node; -1 at the root
+    parent: np.ndarray  # (N,) int64, parent node; -1 at the root
+    depth: np.ndarray  # (N,) int64, 0 at the root
+    mass: np.ndarray  # (N,) float64, target mass of the strings through the node (1 at the root)
+    ends: np.ndarray  # (S,) int64, the node where string s ends
+    child_ptr: np.ndarray  # (N + 1,) int64, CSR offsets into child_idx
+    child_idx: np.ndarray  # (N - 1,) int64, children grouped by parent, in node order
+
+    @property
+    def n_nodes(self) -> int:
+        return int(self.tokens.size)
+
+    @property
+    def n_strings(self) -> int:
+        return int(self.ends.size)
+
+    def children(self, node: int) -> np.ndarray:
+        return self.child_idx[self.child_ptr[node] : self.child_ptr[node + 1]]
+
+    def q(self) -> np.ndarray:
+        """Target probability of the edge into each node, q(token | parent) (nan at the root)."""
+        out = np.full(self.n_nodes, np.nan)
+        out[1:] = self.mass[1:] / self.mass[self.parent[1:]]
+        return out
+
+    def paths(self) -> list[list[int]]:
+        """The token sequence of every string (slow; for tests and debugging)."""
+        out = []
+        for end in self.ends.tolist():
+            path = []
+            while end > 0:
+                path.append(int(self.tokens[end]))
+                end = int(self.parent[end])
+            out.append(path[::-1])
+        return out
+
+    def string_nodes(self) -> np.ndarray:
+        """(S, max depth) node ids along each string's path, -1 padded."""
+        width = int(self.depth[self.ends].max(initial=0))
+        out = np.full((self.n_strings, width), -1, dtype=np.int64)
+        nodes = self.ends.copy()
+        for col in range(width - 1, -1, -1):
+            # Walk up from each end; strings shorter than `width` finish early.
+            has = self.depth[nodes] > col
+            out[has, col] = nodes[has]
+            nodes = np.where(has, self.parent[nodes], nodes)
+        return out
+
+
+def build_trie(
+    sequences: Sequence[Sequence[int]], masses: np.ndarray | None = None, allow_prefixes: bool = False
+) -> Trie:
+    """The prefix trie of token sequences, weighted by ``masses`` (uniform by default).
+
+    Built one depth at a time with ``numpy.unique`` over (parent, token) pairs, so a
+    16384-string space takes milliseconds. Sequences must be non-empty, and none may be
+    a strict prefix of another (a terminator at the end guarantees it) unless
+    ``allow_prefixes``: then a string may end at an inner node (scoring lm-eval's
+    arbitrary continuations; targets need terminated strings).
+    """
+    n = len(sequences)
+    if n == 0:
+        raise ValueError("cannot build a trie of no strings")
+    lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=n)
+    if lengths.min() == 0:
+        raise ValueError("empty token sequence in trie")
+    width = int(lengths.max())
+    padded = np.full((n, width), -1, dtype=np.int64)
+    for i, s in enumerate(sequences):
+        padded[i, : len(s)] = s
+    w = np.full(n, 1.0 / n) if masses is None else np.asarray(masses, dtype=np.float64)
+    if w.shape != (n,):
+        raise ValueError(f"{n} sequences but {w.size} masses")
+
+    tokens, parents, depths, mass = [np.array([-1])], [np.array([-1])], [np.array([0])], [np.array([w.sum()])]
+    node_of = np.zeros(n, dtype=np.int64)  # current node of each string
+    ends = np.full(n, -1, dtype=np.int64)
+    next_id = 1
+    for d in range(width):
+        alive = np.flatnonzero(lengths > d)
+        tok = padded[alive, d]
+        keys = np.stack([node_of[alive], tok], axis=1)
+        uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        ids = next_id + np.arange(len(uniq))
+        tokens.append(uniq[:, 1])
+        parents.append(uniq[:, 0])
+        depths.append(np.full(len(uniq), d + 1))
+        mass.append(np.bincount(inverse, weights=w[alive], minlength=len(uniq)))
+        node_of[alive] = ids[inverse]
+        done = alive[lengths[alive] == d + 1]
+        ends[done] = node_of[done]
+        next_id += len(uniq)
+
+    parent = np.concatenate(parents)
+    order = np.argsort(parent[1:], kind="stable") + 1
+    counts = np.bincount(parent[1:], minlength=next_id)
+    child_ptr = np.concatenate([[0], np.cumsum(counts)])
+    trie = Trie(
+        tokens=np.concatenate(tokens),
+        parent=parent,
+        depth=np.concatenate(depths),
+        mass=np.concatenate(mass),
+        ends=ends,
+        child_ptr=child_ptr,
+        child_idx=order,
+    )
+    if not allow_prefixes and np.any(counts[trie.ends] > 0):
+        raise ValueError("a sequence is a strict prefix of another; append a terminator")
+    return trie
+
+
+def terminator(tokenizer: Any, chat: bool) -> int:
+    """The token that ends an answer: end-of-turn for chat models, EOS for base models.
+
+    The end-of-turn token is read off the chat template itself: the special token that
+    follows an assistant message's content (``<|im_end|>`` for ChatML and Qwen,
+    ``<|eot_id|>`` for Llama 3, ``<end_of_turn>`` for Gemma). Tokenizer EOS otherwise.
+    """
+    if chat and getattr(tokenizer, "chat_template", None):
+        marker = "\u2063calbench\u2063"
+        text = tokenizer.apply_chat_template(
+            [{"role": "user", "content": "x"}, {"role": "assistant", "content": marker}], tokenize=False
+        )
+        after = str(text).split(marker, 1)[-1]
+        ids = tokenizer(after, add_special_tokens=False)["input_ids"]
+        special = set(getattr(tokenizer, "all_special_ids", []))
+        if ids and ids[0] in special:
+            return int(ids[0])
+    if tokenizer.eos_token_id is None:
+        raise ValueError(f"{type(tokenizer).__name__} has no EOS token to end answers with")
+    return int(tokenizer.eos_token_id)
+
+
+def answer_tokens(tokenizer: Any, rendered: str, answers: Sequence[str], end: int | None) -> list[list[int]]:
+    """Token ids of each answer as it follows ``rendered`` in context, plus the terminator ``end``.
+
+    Tokenizing the whole prompt once per answer is exact but slow, so answers are
+    tokenized after a short tail of the prompt that starts at a special token or a line
+    break; a sample of answers is checked against whole-prompt tokenization, and any
+    disagreement falls back to the exact path for all of them.
+    """
+
+    def slice_after(prefix: str, texts: Sequence[str]) -> list[list[int]]:
+        base = len(tokenizer(prefix, add_special_tokens=False)["input_ids"])
+        joint = tokenizer([prefix + t for t in texts], add_special_tokens=False)["input_ids"]
+        return [ids[base:] for ids in joint]
+
+    tail = _tail(tokenizer, rendered)
+    out = slice_after(tail, answers)
+    rng = random.Random(len(answers))
+    probe = sorted({0, len(answers) - 1, *rng.sample(range(len(answers)), min(8, len(answers)))})
+    exact = slice_after(rendered, [answers[i] for i in probe])
+    if any(out[i] != e for i, e in zip(probe, exact, strict=True)):
+        out = slice_after(rendered, answers)
+    whole = tokenizer(rendered, add_special_tokens=False)["input_ids"]
+    check = tokenizer(rendered + answers[0], add_special_tokens=False)["input_ids"]
+    if check[: len(whole)] != whole:
+        raise ValueError(
+            f"the prompt's last tokens change when an answer follows ({answers[0]!r}): "
+            "the answer boundary is not a token boundary for this tokenizer"
+        )
+    suffix = [] if end is None else [end]
+    return [ids + suffix for ids in out]
+
+
+def _tail(tokenizer: Any, rendered: str) -> str:
+    """The shortest end of the prompt that starts right after a special token or a newline."""
+    cut = max(rendered.rfind("\n", 0, len(rendered) - 1) + 1, 0)
+    for token in getattr(tokenizer, "all_special_tokens", []):
+        at = rendered.rfind(token)
+        if at >= 0:
+            cut = max(cut, at + len(token))
+    return rendered[cut:]

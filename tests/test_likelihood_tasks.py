@@ -1,0 +1,122 @@
+"""Likelihood tasks through lm-eval: stock hf and calbench-hf agree, the oracle is exact."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from calbench import runner
+from calbench.families import FAMILIES, make_target
+from calbench.likelihood import TokenLogprobs
+from calbench.prompt import encode, prompt_text, render
+from calbench.scorer import score_trie
+from calbench.space import canonical_space
+from calbench.trie import answer_tokens, build_trie, terminator
+
+TASKS = ["calbench_numeric_unseen_likelihood", "calbench_numeric_heldout_likelihood"]
+
+
+def run(model, task, path=None, **kwargs):
+    args = f"pretrained={path},dtype=float32" if path else ""
+    return runner.evaluate(model, [task], model_args=args, output_path=None, device="cpu", **kwargs)
+
+
+@pytest.mark.parametrize("model", ["tiny_split", "tiny_merge"])
+@pytest.mark.parametrize("task", TASKS)
+def test_calbench_hf_gives_stock_hf_numbers(model, task, request):
+    path = request.getfixturevalue(model)
+    chat = model == "tiny_split"  # tiny_merge is a base model: no template, a newline delimiter
+    stock = run("hf", task, path, apply_chat_template=chat, limit=2, batch_size=64)
+    fast = run("calbench-hf", task, path, apply_chat_template=chat, limit=2)
+    worst = 0.0
+    for a, b in zip(stock["samples"][task], fast["samples"][task], strict=True):
+        assert len(a["resps"]) == len(b["resps"]) == len(a["doc"]["choices"]) + 1  # + the anchor
+        for x, y in zip(a["resps"], b["resps"], strict=True):
+            worst = max(worst, abs(x[0][0] - y[0][0]))
+            assert x[0][1] == y[0][1]  # is_greedy
+    assert worst < 1e-4
+    s, f = stock["results"][task], fast["results"][task]
+    for metric in ("seq_kl", "canonical_mass", "exact_w1"):
+        assert f[f"{metric},none"] == pytest.approx(s[f"{metric},none"], rel=1e-4, abs=1e-12)
+    assert "logit_kl,none" in f and "logit_kl,none" not in s  # per-token terms: calbench-hf only
+
+
+def test_likelihood_conditions_on_the_sampling_prompt(tiny_split):
+    # lm-eval scores "\n" + answer after "...assistant" (it moves the template's trailing
+    # newline); subtracting the anchor must give calbench's own scoring after the full prompt.
+    task = "calbench_numeric_heldout_likelihood"
+    fast = run("calbench-hf", task, tiny_split, apply_chat_template=True, limit=1)
+    sample = fast["samples"][task][0]
+    lls = [r[0][0] for r in sample["resps"]]
+    tok = AutoTokenizer.from_pretrained(tiny_split)
+    model = AutoModelForCausalLM.from_pretrained(tiny_split, dtype=torch.float32).eval()
+    target = make_target("bernoulli", {"p": 0.1})
+    space = canonical_space(target)
+    rendered = render(tok, prompt_text(target))
+    end = terminator(tok, chat=True)
+    trie = build_trie(answer_tokens(tok, rendered, space.strings, end), space.masses)
+    mine = score_trie(model, encode(tok, rendered), trie).path_logprob(trie)
+    np.testing.assert_allclose(np.array(lls[:-1]) - lls[-1], mine, atol=1e-4)
+    # The last token of every answer is the model's end-of-turn token.
+    raw = fast["samples"][task][0]["resps"][0][0][0]
+    assert isinstance(raw, TokenLogprobs) and raw.token_ids[-1] == end
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_oracle_is_exact(task):
+    r = run("calbench-oracle", task)["results"][task]
+    families = [f for f in FAMILIES if f"seq_kl/{f},none" in r]
+    assert len(families) == (24 if "unseen" in task else 6)
+    for f in families:
+        assert abs(r[f"seq_kl/{f},none"]) < 1e-9, f
+        assert r[f"canonical_mass/{f},none"] == pytest.approx(1.0, abs=1e-9), f
+        assert abs(r[f"logit_kl/{f},none"]) < 1e-9, f
+        assert abs(r[f"exact_w1/{f},none"]) < 1e-9, f
+
+
+def test_likelihood_task_needs_the_terminator():
+    from calbench.harness import likelihood_docs
+
+    with pytest.raises(ValueError, match="end-of-turn/EOS"):
+        likelihood_docs()
+    docs = likelihood_docs(calbench_split="heldout", calbench_terminator="<e>")["test"]
+    assert docs[0]["choices"] == ["0<e>", "1<e>"]
+
+
+def test_calbench_hf_sampling_keeps_every_repeat(tiny_split):
+    r = run("calbench-hf", "calbench_numeric_quick", tiny_split, apply_chat_template=True, limit=3, num_samples=5)
+    samples = r["samples"]["calbench_numeric_quick"]
+    assert [len(s["resps"][0]) for s in samples] == [5, 5, 5]
+    assert all(isinstance(x, str) for s in samples for x in s["resps"][0])
+
+
+@torch.no_grad()
+def test_calbench_hf_samples_from_the_model(tiny_split):
+    # Shared prefill must not change the distribution: the first sampled token of 3000
+    # repeats follows the model's own next-token probabilities (chi-square).
+    from lm_eval.api.instance import Instance
+
+    from calbench.hf_backend import CalbenchHFLM
+
+    lm = CalbenchHFLM(pretrained=str(tiny_split), dtype="float32", device="cpu")
+    context = "<|im_start|>user\nPick a token<|im_end|>\n<|im_start|>assistant\n"
+    kwargs = {"until": [], "do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_gen_toks": 1}
+    torch.manual_seed(0)
+    requests = [Instance("generate_until", {}, (context, kwargs), 0) for _ in range(3000)]
+    texts = lm.generate_until(requests, disable_tqdm=True)
+    ids = lm.tok_encode(context)
+    probs = torch.softmax(lm.model(torch.tensor([ids])).logits[0, -1].double(), dim=-1).numpy()
+    by_text: dict[str, float] = {}
+    for token_id, p in enumerate(probs):
+        text = lm.tok_decode([token_id])
+        by_text[text] = by_text.get(text, 0.0) + p
+    keys = sorted(by_text, key=by_text.get, reverse=True)
+    expected = np.array([by_text[k] for k in keys]) * len(texts)
+    observed = np.array([sum(t == k for t in texts) for k in keys], dtype=float)
+    big = expected >= 5  # pool the rare tokens into one cell
+    obs = np.append(observed[big], observed[~big].sum())
+    exp = np.append(expected[big], expected[~big].sum())
+    assert stats.chisquare(obs, exp).pvalue > 1e-4
