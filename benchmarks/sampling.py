@@ -46,6 +46,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=1000, help="samples of the one prompt")
     parser.add_argument("--batch-size", type=int, default=64, help="stock hf batch size")
     parser.add_argument("--model", default="smollm2-135m-instruct", help="a catalogue name, or 'tiny'")
+    parser.add_argument("--peft", default=None, help="a LoRA adapter folder to load on the model")
     args = parser.parse_args()
     torch.set_num_threads(os.cpu_count() or 1)
     with tempfile.TemporaryDirectory() as tmp:
@@ -57,11 +58,14 @@ def main() -> None:
             from calbench.models import model_path
 
             path = str(model_path(args.model))
-        stock = HFLM(pretrained=path, dtype="float32", device="cpu", batch_size=args.batch_size)
-        fast = CalbenchHFLM(pretrained=path, dtype="float32", device="cpu")
+        extra = {"peft": args.peft} if args.peft else {}
+        stock = HFLM(pretrained=path, dtype="float32", device="cpu", batch_size=args.batch_size, **extra)
+        fast = CalbenchHFLM(pretrained=path, dtype="float32", device="cpu", **extra)
         rate_stock, valid_stock = run(stock, args.n)
         rate_fast, valid_fast = run(fast, args.n)
-    print(f"{args.model}: {args.n} samples of one prompt ({TARGET.key}), 32 new tokens at most")
+    print(
+        f"{args.model}{' + ' + args.peft if args.peft else ''}: {args.n} samples of one prompt ({TARGET.key}), 32 new tokens at most"
+    )
     print(f"  stock hf (batch {args.batch_size}): {rate_stock:7.2f} samples/s, valid {valid_stock:.3f}")
     print(f"  calbench-hf (shared prefill):   {rate_fast:7.2f} samples/s, valid {valid_fast:.3f}")
     print(f"speedup {rate_fast / rate_stock:.1f}")

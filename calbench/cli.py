@@ -49,7 +49,7 @@ def print_summaries(results_file: Path) -> None:
     from calbench import report
 
     results = report.load(results_file)
-    model = results.get("model_name") or results.get("config", {}).get("model", "model")
+    model = report.model_label(results)
     for task in report.calbench_tasks(results):
         print(f"\ncalbench: {task} — {model}")
         print(report.numeric_table([(str(model), results["results"][task])]))
@@ -120,6 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p_eval.set_defaults(func=cmd_eval)
 
+    p_train = sub.add_parser(
+        "train", help="fine-tune a LoRA adapter with soft or hard targets (calbench train --help)", add_help=False
+    )
+    p_train.set_defaults(func=None)
+
     p_models = sub.add_parser("models", help="the offline model catalogue (install and convert once)")
     p_models.add_argument("action", nargs="?", choices=["list", "path", "install"], default="list")
     p_models.add_argument("names", nargs="*", help="catalogue names, e.g. smollm2-135m-instruct")
@@ -140,6 +145,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, rest = parser.parse_known_args(argv)
     if args.command == "eval":
         return cmd_eval(args, rest)
+    if args.command == "train":
+        from calbench.training.cli import main as train_main
+
+        return train_main(rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     return int(args.func(args))

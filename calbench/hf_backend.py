@@ -9,7 +9,10 @@ tokenization is kept), faster:
   ``likelihood.TokenLogprobs`` carrying its per-token terms, from which calbench's
   likelihood tasks compute the exact ``logit_kl``;
 * generate_until: the N repeats of a prompt share one prefill of the prompt, then decode
-  as one batch (up to ``sampling_batch_size`` rows) with the same sampling settings.
+  as one batch (up to ``sampling_batch_size`` samples) with the same sampling settings.
+  Plain softmax sampling (the numeric tasks: T, top_k 0, top_p 1, stop at EOS) runs
+  calbench's own decoding loop, which also shares every common prefix among the samples
+  and drops finished ones; any other settings run HF generate on the shared prompt cache.
 
 Reached through ``calbench eval --model calbench-hf --model_args pretrained=...``; every
 ``hf`` model argument works, plus ``sampling_batch_size`` (default 1024).
@@ -17,7 +20,6 @@ Reached through ``calbench eval --model calbench-hf --model_args pretrained=...`
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any
 
@@ -29,6 +31,24 @@ from tqdm import tqdm
 from calbench.likelihood import TokenLogprobs
 from calbench.scorer import cache_kwarg, output_cache, score_trie
 from calbench.trie import build_trie
+
+
+def _pure_sampling(kwargs: dict[str, Any], until: list[str], eos: str) -> float | None:
+    """The temperature, when the settings are plain softmax sampling stopped only by EOS.
+
+    top_k and top_p must be given and disabled (0 / 1): left unset, HF generate would
+    apply the model's generation-config defaults, which only ``_generate`` reproduces.
+    """
+    rest = {k: v for k, v in kwargs.items() if k not in ("do_sample", "temperature", "top_k", "top_p")}
+    plain = (
+        kwargs.get("do_sample") is True
+        and float(kwargs.get("temperature", 0.0)) > 0
+        and kwargs.get("top_k", -1) in (0, None) and "top_k" in kwargs
+        and float(kwargs.get("top_p", 0.0)) == 1.0
+        and not rest
+        and set(until) <= {eos}
+    )  # fmt: skip
+    return float(kwargs["temperature"]) if plain else None
 
 
 class CalbenchHFLM(HFLM):
@@ -93,29 +113,95 @@ class CalbenchHFLM(HFLM):
                 [context], left_truncate_len=self.max_length - max_gen_toks, truncation=self.truncation
             )
             prompt = prompt.to(self.device)
-            cache = self._prefill(prompt)
+            temperature = _pure_sampling(kwargs, until, eos)
             for start in range(0, len(indices), self.sampling_batch_size):
                 batch = indices[start : start + self.sampling_batch_size]
-                rows = prompt.expand(len(batch), -1).contiguous()
-                extra = {}
-                if cache is not None:
-                    shared = copy.deepcopy(cache)
-                    shared.batch_repeat_interleave(len(batch))
-                    extra[cache_kwarg(self.model)] = shared
-                tokens = self._model_generate(
-                    context=rows,
-                    attention_mask=torch.ones_like(rows),
-                    stop=until,
-                    max_length=prompt.shape[1] + max_gen_toks,
-                    **kwargs,
-                    **extra,
-                )
-                for i, row in zip(batch, tokens.tolist(), strict=True):
-                    out[i] = self._decode(row[prompt.shape[1] :], until)
+                if temperature is not None:
+                    rows = self._sample(prompt, len(batch), max_gen_toks, temperature)
+                else:
+                    rows = self._generate(prompt, len(batch), max_gen_toks, until, kwargs)
+                for i, row in zip(batch, rows, strict=True):
+                    out[i] = self._decode(row, until)
                     self.cache_hook.add_partial("generate_until", requests[i].args, out[i])
                 pbar.update(len(batch))
         pbar.close()
         return out
+
+    def _stop_ids(self) -> set[int]:
+        """Tokens that end a sample, as for HF generate: the generation config's EOS ids and the EOT token."""
+        ids = self.model.generation_config.eos_token_id
+        ids = set(ids if isinstance(ids, list) else [] if ids is None else [ids])
+        return ids | {int(self.eot_token_id)}
+
+    @torch.no_grad()
+    def _sample(self, prompt: torch.Tensor, n: int, max_gen_toks: int, temperature: float) -> list[list[int]]:
+        """n independent samples of softmax sampling at ``temperature``, the prompt computed once.
+
+        Samples that share their first k tokens share the distribution of the next one,
+        so the batch holds one row per distinct prefix with a count, and each step draws
+        ``count`` next tokens per row (a multinomial split: exactly the law of n
+        independent samples). The prompt is one row; finished prefixes leave the batch.
+        Draws invert each row's CDF (``torch.multinomial`` takes seconds per step over a
+        49k-token vocabulary).
+        """
+        stop = torch.tensor(sorted(self._stop_ids()), device=self.device)
+        kwarg = cache_kwarg(self.model)
+        out = self.model(input_ids=prompt, use_cache=True)
+        cache = output_cache(out)
+        logits = out.logits[:, -1].float()
+        history: list[list[int]] = [[]]
+        counts = torch.tensor([n], device=self.device)
+        done: list[tuple[list[int], int]] = []
+        for step in range(max_gen_toks):
+            cdf = torch.softmax(logits / temperature, dim=-1).cumsum(dim=-1)
+            width = int(counts.max())
+            draws = torch.rand(counts.numel(), width, device=self.device, dtype=cdf.dtype) * cdf[:, -1:]
+            draws[torch.arange(width, device=self.device)[None, :] >= counts[:, None]] = float("inf")
+            picked = torch.searchsorted(cdf, draws).clamp_max(cdf.shape[-1] - 1)
+            valid = torch.isfinite(draws)
+            pairs = torch.stack(
+                [torch.arange(counts.numel(), device=self.device)[:, None].expand_as(picked)[valid], picked[valid]], 1
+            )
+            children, multiplicity = torch.unique(pairs, dim=0, return_counts=True)
+            parent, token = children[:, 0], children[:, 1]
+            ended = torch.isin(token, stop) | (step == max_gen_toks - 1)
+            for p, t, c in zip(
+                parent[ended].tolist(), token[ended].tolist(), multiplicity[ended].tolist(), strict=True
+            ):
+                done.append(([*history[p], t], c))
+            go = (~ended).nonzero(as_tuple=True)[0]
+            if go.numel() == 0:
+                break
+            parent, token, counts = parent[go], token[go], multiplicity[go]
+            if not torch.equal(parent, torch.arange(len(history), device=self.device)):  # rows split or ended
+                cache.batch_select_indices(parent)
+            history = [[*history[p], t] for p, t in zip(parent.tolist(), token.tolist(), strict=True)]
+            out = self.model(input_ids=token[:, None], use_cache=True, **{kwarg: cache})
+            cache = output_cache(out)
+            logits = out.logits[:, -1].float()
+        samples = [tokens for tokens, c in done for _ in range(c)]
+        order = torch.randperm(len(samples)).tolist()  # the requests are exchangeable repeats
+        return [samples[i] for i in order]
+
+    def _generate(
+        self, prompt: torch.Tensor, n: int, max_gen_toks: int, until: list[str], kwargs: dict[str, Any]
+    ) -> list[list[int]]:
+        """Any other sampling settings: HF generate, on a copy of the shared prompt cache."""
+        rows = prompt.expand(n, -1).contiguous()
+        extra = {}
+        cache = self._prefill(prompt)
+        if cache is not None:
+            cache.batch_repeat_interleave(n)
+            extra[cache_kwarg(self.model)] = cache
+        tokens = self._model_generate(
+            context=rows,
+            attention_mask=torch.ones_like(rows),
+            stop=until,
+            max_length=prompt.shape[1] + max_gen_toks,
+            **kwargs,
+            **extra,
+        )
+        return [row[prompt.shape[1] :] for row in tokens.tolist()]
 
     @torch.no_grad()
     def _prefill(self, prompt: torch.Tensor) -> Any:

@@ -1,9 +1,9 @@
-"""Tables of numeric-sampling results, read back from lm-eval's results.
+"""Tables of numeric results (sampling and likelihood), read back from lm-eval's results.
 
 lm-eval stores every calbench metric as ``"<metric>[/<family>],<filter>"`` with its
 standard error under ``"<metric>[/<family>]_stderr,<filter>"``. ``read_task`` turns that
-back into a ``scoring.Summary``-like structure and ``numeric_table`` prints families
-as rows, one line per system, with 95% intervals (value ± 1.96 standard errors).
+back into estimates and ``numeric_table`` prints families as rows, one line per system,
+with 95% intervals (value ± 1.96 standard errors) where there is sampling noise.
 """
 
 from __future__ import annotations
@@ -19,49 +19,66 @@ from tabulate import tabulate
 from calbench.families import FAMILIES
 from calbench.scoring import HIGHER_IS_BETTER, Z95, Estimate
 
-FILTER = "samples"
-TABLE_METRICS = ("w1", "w1_iqr", "excess_w1", "valid_rate")
+SAMPLING_METRICS = ("w1", "w1_iqr", "excess_w1", "excess_w1_iqr", "valid_rate")
+LIKELIHOOD_METRICS = ("seq_kl", "canonical_mass", "exact_w1_iqr", "logit_kl")
+HIGHER = {**HIGHER_IS_BETTER, "canonical_mass": True}
 
 
 def arrow(metric: str) -> str:
-    return "↑" if HIGHER_IS_BETTER.get(metric, False) else "↓"
+    return "↑" if HIGHER.get(metric, False) else "↓"
 
 
 def fmt(e: Estimate) -> str:
-    """``value ± half-width of the 95% interval``, 3 significant digits."""
+    """``value ± half-width of the 95% interval``, 3 significant digits (exact values: no ±)."""
     if not math.isfinite(e.value):
         return "n/a"
-    if not math.isfinite(e.se):
+    if not math.isfinite(e.se) or e.se == 0:
         return f"{e.value:.3g}"
     return f"{e.value:.3g} ± {Z95 * e.se:.2g}"
 
 
-def _get(results: Mapping[str, Any], key: str) -> Estimate:
+def _filter(task_results: Mapping[str, Any]) -> str:
+    """lm-eval's filter name in the result keys ("samples" for sampling tasks, "none" otherwise)."""
+    return "samples" if any(k.endswith(",samples") for k in task_results) else "none"
+
+
+def _get(results: Mapping[str, Any], key: str, flt: str) -> Estimate:
     def num(v: Any) -> float:
         return float(v) if isinstance(v, int | float) else math.nan
 
-    return Estimate(num(results.get(f"{key},{FILTER}")), num(results.get(f"{key}_stderr,{FILTER}")))
+    return Estimate(num(results.get(f"{key},{flt}")), num(results.get(f"{key}_stderr,{flt}")))
 
 
-def read_task(task_results: Mapping[str, Any]) -> tuple[dict[str, Estimate], dict[str, dict[str, Estimate]]]:
-    """(overall, per-family) estimates of one calbench numeric task's lm-eval results."""
-    overall = {m: _get(task_results, m) for m in TABLE_METRICS}
+def metrics_of(task_results: Mapping[str, Any]) -> tuple[str, ...]:
+    """The table columns for a calbench task's results (sampling or likelihood)."""
+    return SAMPLING_METRICS if "w1_iqr,samples" in task_results else LIKELIHOOD_METRICS
+
+
+def read_task(
+    task_results: Mapping[str, Any], metrics: Sequence[str]
+) -> tuple[dict[str, Estimate], dict[str, dict[str, Estimate]]]:
+    """(overall, per-family) estimates of one calbench task's lm-eval results."""
+    flt = _filter(task_results)
+    overall = {m: _get(task_results, m, flt) for m in metrics}
     families = {
-        f: {m: _get(task_results, f"{m}/{f}") for m in TABLE_METRICS}
+        f: {m: _get(task_results, f"{m}/{f}", flt) for m in metrics}
         for f in FAMILIES
-        if f"{TABLE_METRICS[0]}/{f},{FILTER}" in task_results
+        if f"{metrics[0]}/{f},{flt}" in task_results
     }
     return overall, families
 
 
-def numeric_table(systems: Sequence[tuple[str, Mapping[str, Any]]], metrics: Sequence[str] = TABLE_METRICS) -> str:
+def numeric_table(systems: Sequence[tuple[str, Mapping[str, Any]]], metrics: Sequence[str] | None = None) -> str:
     """One table for several systems' results on the same task: overall first, then each family.
 
     Args:
         systems: ``(name, task_results)`` pairs, ``task_results`` being
             ``results["results"][task]`` of an lm-eval run.
+        metrics: columns; by default the sampling or the likelihood metrics, whichever
+            the results hold.
     """
-    read = [(name, *read_task(r)) for name, r in systems]
+    metrics = metrics or metrics_of(systems[0][1])
+    read = [(name, *read_task(r, metrics)) for name, r in systems]
     headers = ["family", "system", *(f"{m} {arrow(m)}" for m in metrics)]
     rows: list[list[str]] = []
     for name, overall, _ in read:
@@ -71,10 +88,13 @@ def numeric_table(systems: Sequence[tuple[str, Mapping[str, Any]]], metrics: Seq
         for i, (name, _, fams) in enumerate(read):
             cells = [fmt(fams[f][m]) if f in fams else "n/a" for m in metrics]
             rows.append([f"{f} ({FAMILIES[f].tier * 'I'})" if i == 0 else "", name, *cells])
-    note = (
-        "value ± 95% interval half-width; OVERALL = equal weight over families; "
-        "excess_w1 = W1 minus what exact draws score at the same sample size (0 is perfect)"
-    )
+    if metrics == SAMPLING_METRICS:
+        note = (
+            "value ± 95% interval half-width; OVERALL = equal weight over families; "
+            "excess_w1 = W1 minus what exact draws score at the same sample size (0 is perfect)"
+        )
+    else:
+        note = "exact values (no sampling noise); OVERALL = equal weight over families; logit_kl needs calbench-hf"
     return tabulate(rows, headers=headers, tablefmt="github") + "\n" + note
 
 
@@ -85,8 +105,23 @@ def latest_results(output_path: Path, since: float = 0.0) -> Path | None:
 
 
 def calbench_tasks(results: Mapping[str, Any]) -> list[str]:
-    """The calbench numeric sampling tasks present in an lm-eval results dict."""
-    return [t for t, r in results.get("results", {}).items() if f"w1_iqr,{FILTER}" in r]
+    """The calbench numeric tasks (sampling or likelihood) present in an lm-eval results dict."""
+    keys = ("w1_iqr,samples", "seq_kl,none")
+    return [t for t, r in results.get("results", {}).items() if any(k in r for k in keys)]
+
+
+def model_label(results: Mapping[str, Any]) -> str:
+    """A readable name for the evaluated system: the adapter, the model folder, or the backend."""
+    config = results.get("config", {})
+    args = config.get("model_args") or {}
+    if isinstance(args, str):
+        from lm_eval.utils import simple_parse_args_string
+
+        args = simple_parse_args_string(args)
+    for key in ("peft", "lora_local_path", "pretrained"):
+        if args.get(key):
+            return Path(str(args[key]).rstrip("/")).name + (" + adapter" if key != "pretrained" else "")
+    return str(config.get("model", "model"))
 
 
 def load(path: Path) -> dict[str, Any]:

@@ -120,3 +120,44 @@ def test_calbench_hf_samples_from_the_model(tiny_split):
     obs = np.append(observed[big], observed[~big].sum())
     exp = np.append(expected[big], expected[~big].sum())
     assert stats.chisquare(obs, exp).pvalue > 1e-4
+
+
+@torch.no_grad()
+def test_calbench_hf_other_settings_use_hf_generate(tiny_split):
+    # top_k=3 is not plain softmax sampling: HF generate runs (on the shared prompt cache),
+    # so every first token is one of the model's 3 most likely.
+    from lm_eval.api.instance import Instance
+
+    from calbench.hf_backend import CalbenchHFLM
+
+    lm = CalbenchHFLM(pretrained=str(tiny_split), dtype="float32", device="cpu")
+    context = "<|im_start|>user\nPick a token<|im_end|>\n<|im_start|>assistant\n"
+    kwargs = {"until": [], "do_sample": True, "temperature": 1.0, "top_k": 3, "max_gen_toks": 1}
+    texts = lm.generate_until([Instance("generate_until", {}, (context, kwargs), 0) for _ in range(200)], True)
+    logits = lm.model(torch.tensor([lm.tok_encode(context)])).logits[0, -1]
+    top3 = {lm.tok_decode([int(t)]) for t in logits.topk(3).indices}
+    assert set(texts) <= top3 and len(set(texts)) > 1
+
+
+@torch.no_grad()
+def test_shared_prefix_sampling_keeps_the_joint_law(tiny_split):
+    # Prefix sharing splits counts multinomially: the second token, given the most common
+    # first one, must still follow the model's conditional distribution.
+    from calbench.hf_backend import CalbenchHFLM
+
+    lm = CalbenchHFLM(pretrained=str(tiny_split), dtype="float32", device="cpu")
+    prompt = torch.tensor([lm.tok_encode("<|im_start|>user\nPick two<|im_end|>\n<|im_start|>assistant\n")])
+    torch.manual_seed(1)
+    samples = lm._sample(prompt, 20000, 2, temperature=0.25)  # sharper than the near-uniform tiny model
+    firsts = [s[0] for s in samples]
+    top = max(set(firsts), key=firsts.count)
+    seconds = [s[1] for s in samples if s[0] == top and len(s) > 1]
+    logits = lm.model(torch.cat([prompt, torch.tensor([[top]])], 1)).logits[0, -1].double()
+    probs = torch.softmax(logits / 0.25, -1).numpy()
+    expected = probs * len(seconds)
+    observed = np.bincount(seconds, minlength=probs.size).astype(float)
+    big = expected >= 5
+    obs = np.append(observed[big], observed[~big].sum())
+    exp = np.append(expected[big], expected[~big].sum())
+    assert len(seconds) > 200 and obs.size > 3 and stats.chisquare(obs, exp).pvalue > 1e-4
+    assert len(samples) == 20000

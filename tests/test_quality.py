@@ -10,8 +10,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECKS = {
-    "ruff-lint": ["ruff", "check", "calbench", "tests", "benchmarks"],
-    "ruff-format": ["ruff", "format", "--check", "calbench", "tests", "benchmarks"],
+    "ruff-lint": ["ruff", "check", "calbench", "training", "tests", "benchmarks"],
+    "ruff-format": ["ruff", "format", "--check", "calbench", "training", "tests", "benchmarks"],
     "mypy": ["mypy"],
 }
 

@@ -1,0 +1,102 @@
+"""Training step costs: soft against hard targets, and the full trie against a plain pass.
+
+On SmolLM2-135M-Instruct with LoRA (r=16 on q,k,v,o), measured side by side in one run:
+
+1. a soft-target step (one sampled path per example) against a hard-target step at the
+   same batch: collation, forward, backward; the issue asks for at most 1.15x;
+2. a full-trie step (one prompt's whole trie packed after it, tree attention) against a
+   plain causal forward and backward over as many tokens (prompt plus trie nodes), in
+   rows of 64 tokens; the issue asks for at most 1.5x.
+
+Each time is the median of ``--repeats`` steps after one warm-up. Ends with
+``speedup <hard/soft>``, the soft step's speed relative to the hard step.
+
+    python benchmarks/training.py [--batch 8] [--repeats 3] [--model smollm2-135m-instruct|tiny]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+
+import torch
+
+from calbench.training.config import TrainConfig
+from calbench.training.trainer import build
+
+
+def step_time(trainer, collator, examples, repeats: int) -> tuple[float, int]:  # type: ignore[no-untyped-def]
+    """Median seconds of collate + forward + backward, and the tokens per step."""
+    model = trainer.model
+    times = []
+    tokens = 0
+    for r in range(repeats + 1):
+        start = time.perf_counter()
+        batch = collator(examples[r * len(examples) // (repeats + 1) :][: trainer.args.per_device_train_batch_size])
+        loss = trainer.compute_loss(model, batch)
+        loss.backward()
+        model.zero_grad(set_to_none=True)
+        if r:  # the first step warms up
+            times.append(time.perf_counter() - start)
+        tokens = int(batch["input_ids"].numel())
+    return statistics.median(times), tokens
+
+
+def plain_step(model, tokens: int, repeats: int, row: int = 64) -> float:  # type: ignore[no-untyped-def]
+    """Median seconds of a causal forward + backward over ``tokens`` tokens in rows of ``row``."""
+    ids = torch.randint(0, model.config.vocab_size, (-(-tokens // row), row))
+    times = []
+    for r in range(repeats + 1):
+        start = time.perf_counter()
+        out = model(input_ids=ids, labels=ids)
+        out.loss.backward()
+        model.zero_grad(set_to_none=True)
+        if r:
+            times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--model", default="smollm2-135m-instruct", help="a catalogue name, or 'tiny'")
+    args = parser.parse_args()
+    torch.set_num_threads(os.cpu_count() or 1)
+    with tempfile.TemporaryDirectory() as tmp:
+        model = args.model
+        if model == "tiny":
+            from calbench.tiny import build_tiny_model
+
+            model = str(build_tiny_model(tmp))
+        common = {"model": model, "output": tmp, "batch_size": args.batch, "effective_batch": args.batch}
+        common |= {"prompts": 64, "use_cpu": True}
+        results = {}
+        for name, config in {
+            "soft (sampled path)": TrainConfig(method="soft", **common),
+            "hard (sampled answer)": TrainConfig(method="hard", **common),
+            "soft (full trie, 1 prompt)": TrainConfig(method="soft", soft_paths="all", **common | {"batch_size": 1}),
+        }.items():
+            trainer, data = build(config)
+            trainer.model.train()
+            collator = trainer.data_collator
+            results[name] = (*step_time(trainer, collator, data.examples, args.repeats), trainer.model)
+    soft, _, _ = results["soft (sampled path)"]
+    hard, tokens, _ = results["hard (sampled answer)"]
+    trie, trie_tokens, trie_model = results["soft (full trie, 1 prompt)"]
+    plain = plain_step(trie_model, trie_tokens, args.repeats)
+    print(f"{args.model}, LoRA r=16 q,k,v,o, batch {args.batch}, CPU fp32 (median of {args.repeats} steps)")
+    print(f"  hard step: {hard:6.2f} s  ({tokens} input tokens incl. padding)")
+    print(f"  soft step: {soft:6.2f} s  -> soft / hard = {soft / hard:.2f}x (target <= 1.15)")
+    print(f"  full-trie step: {trie:6.2f} s over {trie_tokens} tokens (prompt + trie nodes)")
+    print(
+        f"  plain fwd+bwd over {trie_tokens} tokens (rows of 64): {plain:6.2f} s -> {trie / plain:.2f}x (target <= 1.5)"
+    )
+    print(f"speedup {hard / soft:.2f}")
+
+
+if __name__ == "__main__":
+    main()

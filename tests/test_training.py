@@ -1,0 +1,202 @@
+"""The training add-on: losses against brute force, trajectories, resume, DDP, adapters load back."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from transformers import TrainerCallback
+
+from calbench.training.config import TrainConfig
+from calbench.training.data import Example, FullTrieCollator, SoftPathCollator, family_balanced
+from calbench.training.losses import soft_kl
+from calbench.training.trainer import build, run
+
+
+def config(tiny, tmp_path, **kw):
+    base = {"model": str(tiny), "output": str(tmp_path), "prompts": 12, "batch_size": 2, "effective_batch": 4}
+    base |= {"use_cpu": True, "logging_steps": 1, "save_steps": 100}
+    return TrainConfig(**(base | kw))
+
+
+@torch.no_grad()
+def brute_path_loss(model, data, prompt, trie, string, tau=1.0, eps=1e-8):
+    """Mean over the L + 1 positions of KL(q~ || softmax(z / tau)) over the whole vocabulary."""
+    path = trie.string_nodes()[string]
+    path = path[path >= 0]
+    ids = data.prompt_ids[prompt] + trie.tokens[path[:-1]].tolist()
+    logits = model(torch.tensor([ids])).logits[0, len(data.prompt_ids[prompt]) - 1 :].double()
+    logp = torch.log_softmax(logits / tau, dim=-1).numpy()
+    q = trie.q()
+    total = 0.0
+    for k, node in enumerate([0, *path[:-1].tolist()]):
+        kids = trie.children(node)
+        qk = np.clip(q[kids], eps, None)
+        qk /= qk.sum()
+        total += float(np.sum(qk * (np.log(qk) - logp[k, trie.tokens[kids]])))
+    return total / path.size
+
+
+def test_family_balanced_order_is_reproducible_and_balanced():
+    from calbench.families import split_points
+
+    targets = split_points("train")
+    a = family_balanced(targets, 1, 2, seed=11)
+    assert a == family_balanced(targets, 1, 2, seed=11) and a != family_balanced(targets, 1, 2, seed=12)
+    first = [targets[i].family.name for i, _, _ in a[:24]]
+    assert len(set(first)) == 24  # the first round visits every family once
+    assert sorted(i for i, e, _ in a if e == 0) == list(range(len(targets)))
+
+
+def test_soft_path_loss_equals_brute_force(tiny_split, tmp_path):
+    trainer, data = build(config(tiny_split, tmp_path, method="soft", tau=1.5))
+    model = trainer.model.eval()
+    collator = SoftPathCollator(data, 5, 1001)
+    examples = data.examples[:2]
+    batch = collator(examples)
+    with torch.no_grad():
+        trainer.tau = 1.5
+        loss = float(trainer.compute_loss(model, batch))
+    expected = []
+    for ex in examples:
+        trie = data.trie(ex.prompt, 5, 1001)
+        s = np.random.default_rng(ex.seed).choice(trie.n_strings, p=trie.mass[trie.ends] / trie.mass[0])
+        expected.append(brute_path_loss(model, data, ex.prompt, trie, s, tau=1.5))
+    assert loss == pytest.approx(np.mean(expected), rel=1e-5)
+
+
+def test_full_trie_loss_is_the_expected_path_loss(tiny_split, tmp_path):
+    trainer, data = build(config(tiny_split, tmp_path, method="soft", soft_paths="all", max_bins=40, decimals=2))
+    model = trainer.model.eval()
+    prompt = 3
+    trie = data.trie(prompt, 2, 40)
+    with torch.no_grad():
+        loss = float(trainer.compute_loss(model, FullTrieCollator(data, 2, 40)([Example(prompt, 0)])))
+    weights = trie.mass[trie.ends] / trie.mass[0]
+    expected = sum(w * brute_path_loss(model, data, prompt, trie, s) for s, w in enumerate(weights))
+    assert loss == pytest.approx(expected, rel=1e-5)
+
+
+def test_gradient_vanishes_at_the_target():
+    # Logits equal to log q on the children (and -inf-like elsewhere): the model is the target.
+    q = torch.tensor([[0.5, 0.3, 0.2], [0.9, 0.1, 0.0]])
+    ids = torch.tensor([[1, 4, 6], [2, 3, 0]])
+    logits = torch.full((2, 8), -1e4)
+    logits[0, [1, 4, 6]] = torch.log(q[0])
+    logits[1, [2, 3]] = torch.log(q[1, :2])
+    logits.requires_grad_(True)
+    loss = soft_kl(logits, ids, q, torch.tensor([0.5, 0.5]))
+    loss.backward()
+    assert abs(float(loss)) < 1e-6 and float(logits.grad.abs().max()) < 1e-6
+    # Away from the target the same loss is positive and pushes.
+    worse = soft_kl(torch.zeros(2, 8, requires_grad=True), ids, q, torch.tensor([0.5, 0.5]))
+    assert float(worse) > 0.1
+
+
+# Losses of the first 4 optimizer steps on the tiny model (seed 11, 12 prompts, batch 2 x 2).
+# They move when the data order, the sampling, the collation or the loss changes.
+TRAJECTORIES = {
+    "soft": [5.4654, 5.4875, 5.4152, 5.4867],
+    "soft-all": [5.6463, 5.5942, 5.5057, 5.6873],
+    "hard": [12.3668, 12.4158, 12.2580, 12.3900],
+}
+
+
+@pytest.mark.parametrize("name", list(TRAJECTORIES))
+def test_pinned_loss_trajectory(name, tiny_split, tmp_path):
+    method, _, paths = name.partition("-")
+    extra = {"soft_paths": paths, "max_bins": 60, "decimals": 2} if paths else {}
+    trainer, _ = build(config(tiny_split, tmp_path, method=method, max_steps=4, **extra))
+    trainer.train()
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    assert losses == pytest.approx(TRAJECTORIES[name], rel=2e-3), losses
+
+
+class StopAt(TrainerCallback):
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
+        if state.global_step >= self.step:
+            control.should_training_stop = True
+
+
+def test_resume_reaches_the_same_loss(tiny_split, tmp_path):
+    straight, _ = build(config(tiny_split, tmp_path / "a", method="soft", max_steps=6, save_steps=3))
+    straight.train()
+    interrupted, _ = build(config(tiny_split, tmp_path / "b", method="soft", max_steps=6, save_steps=3))
+    interrupted.add_callback(StopAt(3))
+    interrupted.train()
+    assert interrupted.state.global_step == 3 and (tmp_path / "b" / "checkpoint-3").is_dir()
+    resumed, _ = build(config(tiny_split, tmp_path / "b", method="soft", max_steps=6, save_steps=3))
+    resumed.train(resume_from_checkpoint=True)
+
+    def last_loss(t):  # type: ignore[no-untyped-def]
+        return [h["loss"] for h in t.state.log_history if "loss" in h][-1]
+
+    assert last_loss(resumed) == pytest.approx(last_loss(straight), rel=1e-5)
+
+
+def test_run_writes_an_adapter_with_its_card(tiny_split, tmp_path):
+    final = run(config(tiny_split, tmp_path, method="hard", max_steps=2))
+    assert final == tmp_path / "adapter"
+    assert {"adapter_model.safetensors", "adapter_config.json", "README.md", "calbench_train.json"} <= {
+        p.name for p in final.iterdir()
+    }
+    summary = json.loads((final / "calbench_train.json").read_text())
+    assert summary["steps"] == 2 and summary["config"]["method"] == "hard" and summary["config"]["max_bins"] == 16384
+    assert "peft" in summary["versions"]
+    card = (final / "README.md").read_text()
+    assert "hard targets" in card and "2 optimizer steps" in card and "base_model:" in card
+    assert list((tmp_path / "runs").rglob("events.out.tfevents.*"))  # TensorBoard logs
+    assert not (tmp_path / ".adapter.partial").exists()  # nothing half-written left behind
+
+
+def test_adapter_changes_the_scores(tiny_split, tmp_path):
+    from calbench import runner
+
+    # A few steps at a high learning rate so the adapter is far from the zero init.
+    adapter = run(config(tiny_split, tmp_path, method="soft", max_steps=3, lr=5e-2))
+    task = "calbench_numeric_heldout_likelihood"
+    args = f"pretrained={tiny_split},dtype=float32"
+    base = runner.evaluate("hf", [task], model_args=args, output_path=None, limit=2, device="cpu")
+    tuned = runner.evaluate("hf", [task], model_args=f"{args},peft={adapter}", output_path=None, limit=2, device="cpu")
+    a, b = base["results"][task]["seq_kl,none"], tuned["results"][task]["seq_kl,none"]
+    assert abs(a - b) > 1e-3, (a, b)
+
+
+def test_ddp_two_processes_on_cpu(tiny_split, tmp_path):
+    torchrun = shutil.which("torchrun")
+    if torchrun is None:
+        pytest.skip("torchrun is not installed")
+    cmd = [
+        torchrun, "--nproc_per_node", "2", "--master_port", "29517", "-m", "calbench.training",
+        "--method", "soft", "--model", str(tiny_split), "--output", str(tmp_path), "--prompts", "8",
+        "--batch-size", "2", "--effective-batch", "4", "--max-steps", "2", "--use-cpu",
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((tmp_path / "adapter" / "calbench_train.json").read_text())
+    # 2 processes x batch 2 = the effective batch of 4: no accumulation, 8 examples in 2 steps.
+    assert summary["steps"] == 2 and summary["world_size"] == 2 and summary["examples"] == 8
+
+
+def test_bad_flags_are_refused(capsys):
+    from calbench.training.cli import main
+
+    assert main(["--batch-size", "3", "--effective-batch", "8"]) == 2
+    assert "not a multiple" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--method", "medium"])
+
+
+def test_module_entry_point():
+    done = subprocess.run([sys.executable, "-m", "calbench.training", "--help"], capture_output=True, text=True)
+    assert done.returncode == 0 and "--soft-paths" in done.stdout

@@ -1,0 +1,73 @@
+"""The model card (README.md) and provenance written beside every adapter."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+from typing import Any
+
+from calbench.training.config import TrainConfig
+
+PACKAGES = ("calbench", "torch", "transformers", "peft", "accelerate", "lm-eval", "numpy", "scipy")
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def render(config: TrainConfig, summary: dict[str, Any], evaluation: str | None = None) -> str:
+    """Markdown model card: base model, method, data, optimisation, steps, evaluation."""
+    method = (
+        "soft targets: KL from the trie's next-token targets q(·|prefix) to the model, "
+        + ("along one sampled answer per example" if config.soft_paths == "sample" else "over every trie node (exact)")
+        if config.method == "soft"
+        else "hard targets: cross-entropy on sampled answers and their terminator"
+    )
+    lines = [
+        "---",
+        "library_name: peft",
+        f"base_model: {summary['base_model']}",
+        "tags: [calbench, lora, calibration]",
+        "---",
+        "",
+        f"# calbench {config.method}-target LoRA adapter",
+        "",
+        f"A LoRA adapter that trains `{summary['base_model']}` to sample numbers from the distribution a prompt",
+        "asks for, made with calbench's training add-on.",
+        "",
+        f"- **Method**: {method}.",
+        "- **Data**: the 1,988 training prompts of 24 distribution families"
+        + (f" (first {config.prompts}, family-balanced)" if config.prompts else "")
+        + f"; canonical answers with {config.decimals} decimals, {config.max_bins} strings per space;"
+        f" {config.samples_per_prompt} example(s) per prompt per epoch, {config.epochs} epoch(s), seed {config.seed}.",
+        f"- **LoRA**: r={config.lora_r}, alpha={config.lora_alpha}, dropout={config.lora_dropout}"
+        f" on {', '.join(config.target_modules)}.",
+        f"- **Optimisation**: AdamW lr {config.lr}, weight decay {config.weight_decay}, cosine schedule with"
+        f" {config.warmup_ratio:.0%} warmup, gradient clipping {config.max_grad_norm},"
+        f" effective batch {config.effective_batch}.",
+        f"- **Run**: {summary['steps']} optimizer steps, {summary['examples']} examples,"
+        f" final training loss {summary['final_train_loss']:.4f}, {summary['wall_seconds']} s.",
+        f"- **Versions**: {', '.join(f'{k} {v}' for k, v in summary['versions'].items())}.",
+        "",
+        "## Use",
+        "",
+        "```bash",
+        f"lm_eval --model hf --model_args pretrained={summary['base_model']},peft=<this folder> \\",
+        "  --include_path $(calbench tasks-path) --tasks calbench_numeric_unseen --apply_chat_template",
+        "```",
+        "",
+        "## Evaluation",
+        "",
+        evaluation
+        or "Not evaluated yet: `calbench eval --model calbench-hf --model_args pretrained=BASE,peft=ADAPTER ...`.",
+        "",
+        "The resolved training configuration and the loss history are in `calbench_train.json`.",
+        "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,245 @@
+"""Training data: the 1,988 training prompts, templated as the evaluation templates them.
+
+``TrainingSet`` is a list of examples (prompt, epoch, repeat) in family-balanced order:
+within each epoch, families take turns (their order reshuffled every round) and each
+family's examples are shuffled, all from ``seed``. Every example draws its answer from
+its own seed, so a run is reproducible and a resumed run sees the same data.
+
+The collators turn examples into tensors, left-padded so that every answer ends at the
+last position and the model only computes logits for the trained window
+(``logits_to_keep``):
+
+* ``SoftPathCollator``: one sampled answer y ~ P_Y; the rows are the L + 1 positions
+  along Tok(y)∘terminator, each with its trie children and q;
+* ``FullTrieCollator``: the whole trie packed after the prompt (each node attends to the
+  prompt and its ancestors, at position prompt + depth), every inner node a row,
+  weighted so the loss is the exact expectation of the path loss;
+* ``HardCollator``: one sampled answer from the 16384-string space, tokenized in context
+  (no trie needed), with cross-entropy labels on its tokens and terminator.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from calbench.families import Target, split_points
+from calbench.metrics import seed_for
+from calbench.prompt import encode, prompt_text, render
+from calbench.space import canonical_space
+from calbench.training.losses import children_targets, node_weights
+from calbench.trie import Trie, answer_tokens, build_trie, terminator
+
+
+@dataclass(frozen=True)
+class Example:
+    prompt: int  # index into TrainingSet.targets
+    seed: int
+
+
+def family_balanced(targets: Sequence[Target], repeats: int, epochs: int, seed: int) -> list[tuple[int, int, int]]:
+    """(prompt, epoch, repeat) triples: per epoch, families take turns in a reshuffled order."""
+    out: list[tuple[int, int, int]] = []
+    for epoch in range(epochs):
+        rng = random.Random(seed_for("order", seed, epoch))
+        groups: dict[str, list[tuple[int, int, int]]] = {}
+        for i, t in enumerate(targets):
+            groups.setdefault(t.family.name, []).extend((i, epoch, r) for r in range(repeats))
+        for items in groups.values():
+            rng.shuffle(items)
+        while any(groups.values()):
+            names = [n for n, items in groups.items() if items]
+            rng.shuffle(names)
+            out.extend(groups[n].pop() for n in names)
+    return out
+
+
+class TrainingSet(torch.utils.data.Dataset):
+    """Training prompts rendered for one tokenizer, and the example order of a run."""
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        chat: bool,
+        repeats: int,
+        epochs: int,
+        seed: int,
+        prompts: int | None = None,
+    ) -> None:
+        targets = split_points("train")
+        if prompts is not None:  # a family-balanced subset for smoke runs
+            targets = [targets[i] for i, _, _ in family_balanced(targets, 1, 1, seed)[:prompts]]
+        self.targets = targets
+        self.tokenizer = tokenizer
+        self.rendered = [render(tokenizer, prompt_text(t)) if chat else prompt_text(t) + "\n" for t in targets]
+        self.prompt_ids = [encode(tokenizer, r) for r in self.rendered]
+        self.end = terminator(tokenizer, chat)
+        self.examples = [
+            Example(p, seed_for("example", seed, epoch, p, r))
+            for p, epoch, r in family_balanced(targets, repeats, epochs, seed)
+        ]
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def __getitem__(self, i: int) -> Example:
+        return self.examples[i]
+
+    def trie(self, prompt: int, decimals: int, max_bins: int) -> Trie:
+        space = canonical_space(self.targets[prompt], decimals, max_bins)
+        seqs = answer_tokens(self.tokenizer, self.rendered[prompt], space.strings, self.end)
+        return build_trie(seqs, space.masses)
+
+    def sample_answer(self, example: Example, decimals: int, max_bins: int) -> list[int]:
+        """Tokens of one answer y ~ P_Y (and the terminator), without building a trie."""
+        space = canonical_space(self.targets[example.prompt], decimals, max_bins)
+        index = np.random.default_rng(example.seed).choice(len(space), p=space.masses)
+        return answer_tokens(self.tokenizer, self.rendered[example.prompt], [space.strings[index]], self.end)[0]
+
+
+def _left_pad(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """input_ids, attention_mask and position_ids, padded on the left."""
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for b, r in enumerate(rows):
+        ids[b, width - len(r) :] = torch.tensor(r)
+        mask[b, width - len(r) :] = 1
+    positions = (mask.cumsum(dim=1) - 1).clamp_min(0)
+    return ids, mask, positions
+
+
+@dataclass
+class SoftPathCollator:
+    data: TrainingSet
+    decimals: int
+    max_bins: int
+
+    def __call__(self, batch: list[Example]) -> dict[str, Any]:
+        rows: list[list[int]] = []
+        child_ids: list[np.ndarray] = []
+        child_q: list[np.ndarray] = []
+        weights: list[np.ndarray] = []
+        index: list[int] = []
+        keep = 0
+        for ex in batch:
+            trie = self.data.trie(ex.prompt, self.decimals, self.max_bins)
+            s = np.random.default_rng(ex.seed).choice(trie.n_strings, p=trie.mass[trie.ends] / trie.mass[0])
+            path = trie.string_nodes()[s]
+            path = path[path >= 0]
+            visited = np.concatenate([[0], path[:-1]])  # the L + 1 nodes whose children are trained
+            ids, q = children_targets(trie, visited)
+            rows.append(self.data.prompt_ids[ex.prompt] + trie.tokens[path[:-1]].tolist())
+            child_ids.append(ids)
+            child_q.append(q)
+            weights.append(np.full(visited.size, 1.0 / (visited.size * len(batch))))
+            keep = max(keep, visited.size)
+        input_ids, attention_mask, position_ids = _left_pad(rows, self.data.tokenizer.pad_token_id or 0)
+        for b, w in enumerate(weights):  # row r of example b sits at the end of the kept window
+            index.extend(b * keep + keep - w.size + np.arange(w.size))
+        return _soft_batch(input_ids, attention_mask, position_ids, keep, index, child_ids, child_q, weights)
+
+
+@dataclass
+class FullTrieCollator:
+    data: TrainingSet
+    decimals: int
+    max_bins: int
+
+    def __call__(self, batch: list[Example]) -> dict[str, Any]:
+        packed, positions, parents, child_ids, child_q, weights = [], [], [], [], [], []
+        for ex in batch:
+            trie = self.data.trie(ex.prompt, self.decimals, self.max_bins)
+            prompt = self.data.prompt_ids[ex.prompt]
+            inner = np.flatnonzero(trie.child_ptr[1:] > trie.child_ptr[:-1])  # root first (breadth-first ids)
+            ids, q = children_targets(trie, inner)
+            packed.append(prompt + trie.tokens[inner[1:]].tolist())
+            positions.append(list(range(len(prompt))) + (len(prompt) - 1 + trie.depth[inner[1:]]).tolist())
+            slot = np.full(trie.n_nodes, -1)
+            slot[inner] = np.arange(inner.size)
+            parents.append((len(prompt), slot[trie.parent[inner[1:]]]))
+            child_ids.append(ids)
+            child_q.append(q)
+            weights.append(node_weights(trie)[inner] / len(batch))
+        width = max(len(p) for p in packed)
+        keep = max(w.size for w in weights)
+        input_ids = torch.full((len(batch), width), self.data.tokenizer.pad_token_id or 0, dtype=torch.long)
+        position_ids = torch.zeros((len(batch), width), dtype=torch.long)
+        allowed = torch.zeros((len(batch), 1, width, width), dtype=torch.bool)
+        index: list[int] = []
+        for b, (seq, pos, (n_prompt, parent_slot)) in enumerate(zip(packed, positions, parents, strict=True)):
+            off = width - len(seq)
+            input_ids[b, off:] = torch.tensor(seq)
+            position_ids[b, off:] = torch.tensor(pos)
+            allowed[b, 0, range(width), range(width)] = True  # padding sees itself: no empty rows
+            allowed[b, 0, off : off + n_prompt, off : off + n_prompt] = torch.tril(
+                torch.ones(n_prompt, n_prompt, dtype=torch.bool)
+            )
+            # Node k (packed after the prompt) sees the prompt, then its ancestors and itself.
+            nodes = len(seq) - n_prompt
+            ancestor = torch.zeros((nodes + 1, nodes + 1), dtype=torch.bool)  # slot 0 = the root
+            ancestor[0, 0] = True
+            for k in range(1, nodes + 1):
+                ancestor[k] = ancestor[int(parent_slot[k - 1])]
+                ancestor[k, k] = True
+            rows = slice(off + n_prompt, width)
+            allowed[b, 0, rows, off : off + n_prompt] = True
+            allowed[b, 0, rows, off + n_prompt : width] = ancestor[1:, 1:]
+            index.extend(b * keep + keep - weights[b].size + np.arange(weights[b].size))
+        batch_out = _soft_batch(input_ids, allowed, position_ids, keep, index, child_ids, child_q, weights)
+        return batch_out
+
+
+def _soft_batch(
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    position_ids: torch.Tensor,
+    keep: int,
+    index: list[int],
+    child_ids: list[np.ndarray],
+    child_q: list[np.ndarray],
+    weights: list[np.ndarray],
+) -> dict[str, Any]:
+    width = max(ids.shape[1] for ids in child_ids)
+
+    def stack(parts: list[np.ndarray], dtype: torch.dtype) -> torch.Tensor:
+        return torch.from_numpy(np.concatenate([np.pad(p, ((0, 0), (0, width - p.shape[1]))) for p in parts])).to(dtype)
+
+    return {
+        "input_ids": input_ids,
+        "attention_mask": attention_mask,
+        "position_ids": position_ids,
+        "logits_to_keep": keep,
+        "row_index": torch.tensor(index, dtype=torch.long),
+        "child_ids": stack(child_ids, torch.long),
+        "child_q": stack(child_q, torch.float32),
+        "row_weights": torch.from_numpy(np.concatenate(weights)).float(),
+    }
+
+
+@dataclass
+class HardCollator:
+    data: TrainingSet
+    decimals: int
+    max_bins: int
+
+    def __call__(self, batch: list[Example]) -> dict[str, Any]:
+        answers = [self.data.sample_answer(ex, self.decimals, self.max_bins) for ex in batch]
+        rows = [self.data.prompt_ids[ex.prompt] + a[:-1] for ex, a in zip(batch, answers, strict=True)]
+        input_ids, attention_mask, position_ids = _left_pad(rows, self.data.tokenizer.pad_token_id or 0)
+        keep = max(len(a) for a in answers)
+        labels = torch.full((len(batch), keep), -100, dtype=torch.long)
+        for b, a in enumerate(answers):
+            labels[b, keep - len(a) :] = torch.tensor(a)
+        return {
+            "input_ids": input_ids,
+            "attention_mask": attention_mask,
+            "position_ids": position_ids,
+            "logits_to_keep": keep,
+            "labels": labels,
+        }
