@@ -112,6 +112,7 @@ def test_wheel_ships_the_tasks(tmp_path):
     src = tmp_path / "src"
     shutil.copytree(ROOT / "calbench", src / "calbench", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "tasks", src / "tasks")
+    shutil.copytree(ROOT / "training", src / "training", ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
     done = run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), str(src))

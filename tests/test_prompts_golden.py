@@ -20,6 +20,11 @@ from calbench.harness import numeric_docs
 TASKS = Path(__file__).resolve().parents[1] / "tasks"
 
 # task YAML -> (calbench_split, calbench_points, metadata.version, SHA-256 of the prompts joined by "\n")
+# The likelihood tasks also pin their canonical space (dataset_kwargs beyond split and points).
+SPACES = {
+    "calbench_numeric_unseen_likelihood.yaml": {"calbench_decimals": 5, "calbench_max_bins": 1001},
+    "calbench_numeric_heldout_likelihood.yaml": {"calbench_decimals": 5, "calbench_max_bins": 1001},
+}
 GOLDEN = {
     "calbench_numeric_unseen.yaml": (
         "unseen",
@@ -94,9 +99,8 @@ def test_every_numeric_task_has_a_golden() -> None:
 def test_prompts_golden(task: str) -> None:
     split, points, version, expected = GOLDEN[task]
     config = load_task(task)
-    assert config["dataset_kwargs"] == {"calbench_split": split, "calbench_points": points}, (
-        f"{task}: its dataset changed; update GOLDEN[{task!r}]"
-    )
+    expected_kwargs = {"calbench_split": split, "calbench_points": points, **SPACES.get(task, {})}
+    assert config["dataset_kwargs"] == expected_kwargs, f"{task}: its dataset changed; update GOLDEN[{task!r}]"
     current = config["metadata"]["version"]
     actual = prompts_sha256(split, points)
     assert current == version and actual == expected, (
