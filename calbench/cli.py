@@ -4,15 +4,21 @@ calbench demo                         SmolLM2-135M-Instruct vs the reference sys
 calbench eval <lm_eval arguments>     lm_eval with calbench's tasks and models
 calbench models [list|path|install]   the offline model catalogue
 calbench tasks-path                   the folder for lm_eval --include_path
+calbench train ...                    fine-tune a LoRA adapter (soft or hard targets)
+calbench noveltybench score LOGS...   NoveltyBench partitions and scores (lite or full)
+calbench drift --model M --adapter A  KL(base || tuned) on neutral text, offline
+calbench retention-delta BASE TUNED   tuned - base for every shared lm-eval metric
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from calbench import __version__, tasks_path
 
@@ -53,6 +59,9 @@ def print_summaries(results_file: Path) -> None:
     for task in report.calbench_tasks(results):
         print(f"\ncalbench: {task} — {model}")
         print(report.numeric_table([(str(model), results["results"][task])]))
+    for task in report.transfer_tasks(results):
+        print(f"\ncalbench: {task} — {model}")
+        print(report.overall_table([(str(model), results["results"][task])]))
     print(f"\nresults: {results_file}")
 
 
@@ -98,6 +107,79 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _write_json(data: Any, output: Path | None) -> None:
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(json.dumps(data, indent=2) + "\n")
+        print(f"written: {output}")
+
+
+def cmd_noveltybench(args: argparse.Namespace) -> int:
+    from calbench import noveltybench
+
+    try:
+        scored = noveltybench.score_files(args.samples, full=args.full, device=args.device)
+    except (ValueError, OSError) as err:
+        print(f"calbench noveltybench: {err}", file=sys.stderr)
+        return 2
+    label = "NoveltyBench (DeBERTa partition, Skywork reward)" if args.full else "NoveltyBench-lite (model-free)"
+    print(f"{label}; mean ± standard error over prompts, per split")
+    for split, result in scored["splits"].items():
+        parts = [f"prompts {result['summary']['prompts']}"]
+        for key in ("distinct", "distinct_lite", "utility"):
+            if result["summary"].get(key):
+                parts.append(f"{key} {result['summary'][key]['mean']:.3f} ± {result['summary'][key]['se']:.3f}")
+        print(f"  {split}: " + ", ".join(parts))
+    _write_json(scored, args.output)
+    return 0
+
+
+def _model_folder(name: str) -> str:
+    from calbench import models
+
+    return name if Path(name).exists() or name not in models.CATALOGUE else str(models.model_path(name))
+
+
+def cmd_drift(args: argparse.Namespace) -> int:
+    from calbench import drift
+
+    model = _model_folder(args.model)
+    out = {}
+    for adapter in args.adapter:
+        if not (Path(adapter) / "adapter_config.json").is_file():
+            print(f"calbench drift: {adapter} is not a PEFT adapter folder (no adapter_config.json)", file=sys.stderr)
+            return 2
+        out[adapter] = drift.drift_of_adapter(model, adapter, device=args.device)
+        d = out[adapter]
+        print(
+            f"{adapter}: drift KL(base || tuned) = {d['drift_kl']:.4g} ± {d['drift_kl_se']:.2g} nats/token "
+            f"({d['tokens']} tokens)"
+        )
+    _write_json({"model": args.model, "drift": out}, args.output)
+    return 0
+
+
+def cmd_retention_delta(args: argparse.Namespace) -> int:
+    from tabulate import tabulate
+
+    from calbench import report
+
+    try:
+        base, tuned = report.load(args.base), report.load(args.tuned)
+    except (OSError, ValueError) as err:
+        print(f"calbench retention-delta: {err}", file=sys.stderr)
+        return 2
+    rows = report.retention_deltas(base, tuned)
+    if not rows:
+        print("calbench retention-delta: the two results share no task", file=sys.stderr)
+        return 2
+    table = [
+        [r["task"], r["metric"], report.fmt(r["base"]), report.fmt(r["tuned"]), report.fmt(r["delta"])] for r in rows
+    ]
+    print(tabulate(table, headers=["task", "metric", "base", "tuned", "tuned - base"], tablefmt="github"))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="calbench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -137,6 +219,29 @@ def build_parser() -> argparse.ArgumentParser:
     p_demo.add_argument("--batch-size", type=int, default=64)
     p_demo.add_argument("--output", type=Path, default=Path("calbench_results") / "demo")
     p_demo.set_defaults(func=cmd_demo)
+
+    p_nb = sub.add_parser("noveltybench", help="score NoveltyBench samples logs (lite or full)")
+    nb_sub = p_nb.add_subparsers(dest="action", required=True)
+    p_score = nb_sub.add_parser("score", help="partition and score lm-eval samples logs, per split")
+    p_score.add_argument("samples", nargs="+", type=Path, help="samples_calbench_noveltybench_<split>_*.jsonl")
+    p_score.add_argument(
+        "--full", action="store_true", help="NoveltyBench's hub models (DeBERTa classifier, Skywork reward; GPU)"
+    )
+    p_score.add_argument("--device", default="cpu")
+    p_score.add_argument("--output", type=Path, help="write partitions and scores as JSON")
+    p_score.set_defaults(func=cmd_noveltybench)
+
+    p_drift = sub.add_parser("drift", help="KL(base || tuned) of next-token distributions on neutral text")
+    p_drift.add_argument("--model", required=True, help="base model folder or catalogue name")
+    p_drift.add_argument("--adapter", required=True, action="append", help="PEFT adapter folder (repeatable)")
+    p_drift.add_argument("--device", default="cpu")
+    p_drift.add_argument("--output", type=Path, help="write the results as JSON")
+    p_drift.set_defaults(func=cmd_drift)
+
+    p_ret = sub.add_parser("retention-delta", help="tuned - base for every metric two lm-eval results share")
+    p_ret.add_argument("base", type=Path, help="results_*.json of the base model")
+    p_ret.add_argument("tuned", type=Path, help="results_*.json of the tuned model")
+    p_ret.set_defaults(func=cmd_retention_delta)
     return parser
 
 

@@ -108,7 +108,8 @@ class CalbenchTask(ConfigurableTask):
             self.config.repeats = n
         # Every document reports every family's keys (each aggregation keeps its own
         # family's records), so lm-eval sees equal counts for all metrics.
-        present = set(self.dataset[self.config.test_split]["family"])
+        split = self.dataset[self.config.test_split]
+        present = set(split["family"]) if "family" in split.column_names else set()
         self._families = [f for f in FAMILIES if f in present]
 
     def download(self, dataset_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:

@@ -79,6 +79,14 @@ class CalbenchHFLM(HFLM):
                 ):
                     out[i] = answer
                 continue
+            if len({tuple(requests[i][2]) for i in indices}) == 1:
+                # A context with one continuation (repeated or not) also gets the next-token
+                # distribution after it: the open-ended task's first answer token.
+                answer = self._with_next_token(list(context), requests[indices[0]][2])
+                for i in indices:
+                    out[i] = answer
+                    self.cache_hook.add_partial("loglikelihood", requests[i][0], (float(answer[0]), answer[1]))
+                continue
             scored = [i for i in indices if requests[i][2]]
             for i in indices:
                 if not requests[i][2]:  # an empty continuation scores log 1
@@ -94,6 +102,19 @@ class CalbenchHFLM(HFLM):
                 out[i] = answer
                 self.cache_hook.add_partial("loglikelihood", requests[i][0], (float(answer[0]), answer[1]))
         return out
+
+    @torch.no_grad()
+    def _with_next_token(self, context: list[int], continuation: list[int]) -> tuple[TokenLogprobs, bool]:
+        """One continuation's log-probability, with the top-p support sizes of the token after it."""
+        from calbench.openended import support_sizes
+
+        ids = torch.tensor([context + continuation], device=self.device)
+        logprobs = torch.log_softmax(self.model(ids).logits[0].float(), dim=-1)
+        positions = torch.arange(len(context) - 1, len(context) - 1 + len(continuation), device=self.device)
+        picked = logprobs[positions, torch.tensor(continuation, device=self.device, dtype=torch.long)]
+        greedy = bool((logprobs[positions].argmax(-1) == torch.tensor(continuation, device=self.device)).all())
+        support = support_sizes(logprobs[-1].exp().double().cpu().numpy())
+        return TokenLogprobs(continuation, picked.double().cpu().tolist(), support), greedy
 
     def generate_until(self, requests: list[Any], disable_tqdm: bool = False) -> list[str]:
         if self.backend != "causal":

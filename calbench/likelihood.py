@@ -40,15 +40,19 @@ class TokenLogprobs(float):
 
     token_ids: tuple[int, ...]
     token_logprobs: tuple[float, ...]
+    support: dict[float, int] | None  # top-p support sizes of the next token after the continuation
 
-    def __new__(cls, token_ids: Sequence[int], token_logprobs: Sequence[float]) -> TokenLogprobs:
+    def __new__(
+        cls, token_ids: Sequence[int], token_logprobs: Sequence[float], support: dict[float, int] | None = None
+    ) -> TokenLogprobs:
         obj = super().__new__(cls, float(np.sum(token_logprobs)))
         obj.token_ids = tuple(int(t) for t in token_ids)
         obj.token_logprobs = tuple(float(x) for x in token_logprobs)
+        obj.support = support
         return obj
 
     def __reduce__(self) -> tuple[Any, ...]:  # pickles across processes (multi-GPU gather)
-        return (TokenLogprobs, (self.token_ids, self.token_logprobs))
+        return (TokenLogprobs, (self.token_ids, self.token_logprobs, self.support))
 
 
 def seq_kl(target: np.ndarray, logprob: np.ndarray) -> float:

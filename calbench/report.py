@@ -105,9 +105,17 @@ def latest_results(output_path: Path, since: float = 0.0) -> Path | None:
 
 
 def calbench_tasks(results: Mapping[str, Any]) -> list[str]:
-    """The calbench numeric tasks (sampling or likelihood) present in an lm-eval results dict."""
+    """The calbench numeric tasks (sampling or likelihood) present in an lm-eval results dict.
+
+    The transfer tasks (open-ended, MCQ balance, NoveltyBench) are ``transfer_tasks``."""
     keys = ("w1_iqr,samples", "seq_kl,none")
     return [t for t, r in results.get("results", {}).items() if any(k in r for k in keys)]
+
+
+def transfer_tasks(results: Mapping[str, Any]) -> list[str]:
+    """The calbench transfer tasks present in an lm-eval results dict."""
+    prefixes = ("calbench_open_ended", "calbench_mcq_balance", "calbench_noveltybench")
+    return [t for t in results.get("results", {}) if t.startswith(prefixes)]
 
 
 def model_label(results: Mapping[str, Any]) -> str:
@@ -122,6 +130,41 @@ def model_label(results: Mapping[str, Any]) -> str:
         if args.get(key):
             return Path(str(args[key]).rstrip("/")).name + (" + adapter" if key != "pretrained" else "")
     return str(config.get("model", "model"))
+
+
+def overall_metrics(task_results: Mapping[str, Any]) -> dict[str, Estimate]:
+    """Every overall (non per-family) metric of a task's lm-eval results, with its standard error."""
+    out: dict[str, Estimate] = {}
+    for key in task_results:
+        metric, _, flt = key.partition(",")
+        if flt and "/" not in metric and not metric.endswith("_stderr"):
+            value = _get(task_results, metric, flt)
+            if isinstance(task_results[key], int | float):
+                out[metric] = value
+    return out
+
+
+def overall_table(systems: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
+    """Systems as rows and every overall metric as a column (the transfer tasks' tables)."""
+    read = [(name, overall_metrics(r)) for name, r in systems]
+    metrics = list(dict.fromkeys(m for _, o in read for m in o))
+    rows = [[name, *(fmt(o[m]) if m in o else "n/a" for m in metrics)] for name, o in read]
+    return tabulate(rows, headers=["system", *metrics], tablefmt="github") + "\nvalue ± 95% interval half-width"
+
+
+def retention_deltas(base: Mapping[str, Any], tuned: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """tuned - base for every metric both lm-eval results share (standard errors combined as
+    independent: both runs score the same documents, so this overstates the delta's noise)."""
+    rows = []
+    for task in sorted(set(base.get("results", {})) & set(tuned.get("results", {}))):
+        b, t = overall_metrics(base["results"][task]), overall_metrics(tuned["results"][task])
+        for metric in sorted(set(b) & set(t)):
+            delta = t[metric].value - b[metric].value
+            se = math.hypot(b[metric].se, t[metric].se)
+            rows.append(
+                {"task": task, "metric": metric, "base": b[metric], "tuned": t[metric], "delta": Estimate(delta, se)}
+            )
+    return rows
 
 
 def load(path: Path) -> dict[str, Any]:

@@ -43,6 +43,7 @@ def evaluate(
     apply_chat_template: bool = False,
     output_path: Path | None = DEFAULT_OUTPUT,
     include_defaults: bool = False,
+    metadata: dict[str, Any] | None = None,
     **kwargs: Any,
 ) -> dict[str, Any]:
     """Evaluate ``model`` on calbench tasks and save the results and per-sample logs.
@@ -55,6 +56,8 @@ def evaluate(
         apply_chat_template: wrap prompts in the model's chat template.
         output_path: where lm-eval writes ``results_*.json`` and ``samples_*.jsonl``;
             ``None`` writes nothing (the returned dict still holds the samples).
+        metadata: more task metadata, as lm_eval's ``--metadata`` (e.g. NoveltyBench's
+            ``calbench_data_files``).
         **kwargs: passed to ``lm_eval.simple_evaluate``.
     """
     from lm_eval import simple_evaluate
@@ -75,7 +78,9 @@ def evaluate(
 
     # As lm-eval's CLI does: tasks see the model arguments (the likelihood tasks read the
     # tokenizer's terminator from `pretrained`) and the run's metadata.
-    metadata: dict[str, Any] = simple_parse_args_string(model_args) if model_args else {}
+    extra = dict(metadata or {})
+    metadata = simple_parse_args_string(model_args) if model_args else {}
+    metadata.update(extra)
     if num_samples:
         metadata["num_samples"] = num_samples
     if model in REFERENCE_MODELS:  # no tokenizer, no terminator: answers end where their text ends

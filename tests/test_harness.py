@@ -14,7 +14,8 @@ from calbench.families import FAMILIES
 
 TASK_FILES = sorted(p for p in calbench.tasks_path().glob("*.yaml") if not p.name.startswith("_"))
 TASKS = [p.stem for p in TASK_FILES]
-SAMPLING_TASKS = [t for t in TASKS if not t.endswith("_likelihood")]
+NUMERIC_TASKS = [t for t in TASKS if t.startswith("calbench_numeric")]
+SAMPLING_TASKS = [t for t in NUMERIC_TASKS if not t.endswith("_likelihood")]  # transfer tasks: test_transfer.py
 
 
 class _Loader(yaml.SafeLoader):
@@ -42,6 +43,9 @@ def _context(sample):
 
 def test_task_files_are_flat_and_tagged():
     assert TASKS == [
+        "calbench_mcq_balance",
+        "calbench_noveltybench_curated",
+        "calbench_noveltybench_wildchat",
         "calbench_numeric_heldout",
         "calbench_numeric_heldout_full",
         "calbench_numeric_heldout_likelihood",
@@ -49,14 +53,19 @@ def test_task_files_are_flat_and_tagged():
         "calbench_numeric_unseen",
         "calbench_numeric_unseen_full",
         "calbench_numeric_unseen_likelihood",
+        "calbench_open_ended",
+        "calbench_retention",
     ]
     for path in calbench.tasks_path().glob("*.yaml"):
         cfg = yaml.load(path.read_text(), Loader=_Loader)
         if path.name.startswith("_"):
             assert "include" not in cfg, f"{path.name}: templates must not include further (one level only)"
             continue
+        if "group" in cfg:  # calbench_retention: a group of lm-eval's own tasks
+            assert cfg["group"] == path.stem and all(isinstance(t, str) for t in cfg["task"])
+            continue
         assert cfg["task"] == path.stem and cfg["task"].startswith("calbench_")
-        assert cfg["tag"] == "calbench"
+        assert "calbench" in ([cfg["tag"]] if isinstance(cfg["tag"], str) else cfg["tag"])
         assert isinstance(cfg["metadata"]["version"], int)
         functions = [v for v in _walk(cfg) if isinstance(v, str) and v.startswith("!function")]
         assert all(f.split()[1].startswith("calbench.") for f in functions)
@@ -84,7 +93,7 @@ def test_lm_eval_indexes_every_task():
 
 def test_every_task_loads():
     # The likelihood tasks read the model's terminator from --model_args or --metadata.
-    loaded = runner.task_manager({"calbench_terminator": "<e>"}, include_defaults=False).load(TASKS)
+    loaded = runner.task_manager({"calbench_terminator": "<e>"}, include_defaults=False).load(NUMERIC_TASKS)
     tasks = loaded["tasks"]  # name -> Task
     expected_docs = {
         "calbench_numeric_unseen": 24,

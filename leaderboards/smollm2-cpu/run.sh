@@ -7,7 +7,7 @@
 #   bash leaderboards/smollm2-cpu/run.sh            # from the repository root
 set -euo pipefail
 HERE=leaderboards/smollm2-cpu
-STEPS=${STEPS:-60}              # optimizer steps per method (the compute budget)
+STEPS=${STEPS:-100}             # optimizer steps per method (the compute budget)
 SAMPLES=${SAMPLES:-50}          # samples per prompt for the sampling tasks (the paper: 1000)
 BASE=$(calbench models path smollm2-135m-instruct)
 

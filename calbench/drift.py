@@ -1,0 +1,87 @@
+"""Offline capability drift: how far an adapter moves the model on ordinary text.
+
+Drift is the mean, over every position of a fixed set of neutral paragraphs shipped with
+calbench, of KL(base ‖ tuned) between the two next-token distributions (nats per
+token). It needs no hub data, so it runs anywhere; 0 means the adapter leaves ordinary
+text untouched. Its standard error comes from the spread over paragraphs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+# Plain expository paragraphs written for calbench: no numbers to sample, no instructions.
+NEUTRAL_TEXT = (
+    "The river rises in the hills to the north and runs south through farmland before it reaches the sea. "
+    "In spring the water is high and brown; by late summer it is clear enough to see the stones on the bottom.",
+    "Bread is made from flour, water, salt and yeast. The dough is kneaded, left to rise, shaped, and baked "
+    "until the crust is brown and the loaf sounds hollow when it is tapped underneath.",
+    "A library lends books, but it also keeps newspapers, maps and recordings, and many libraries offer "
+    "quiet rooms where people can read or study without being disturbed.",
+    "Bees visit flowers to collect nectar and pollen. As they move from one flower to the next they carry "
+    "pollen with them, which helps many plants produce fruit and seeds.",
+    "The old railway station was built of red brick, with a clock above the entrance and a long platform "
+    "covered by an iron roof. Today it houses a small museum about the town's history.",
+    "When the weather turns cold, many birds fly south to warmer regions where food is easier to find. "
+    "They often return to the same nesting places in the spring.",
+    "A good map shows roads, rivers and towns, but it also uses symbols and colours to show forests, "
+    "hills and marshes, and a scale that tells the reader how far one place is from another.",
+    "Tea is prepared by pouring hot water over dried leaves and letting them steep for a few minutes. "
+    "Some people add milk or lemon, while others prefer it plain.",
+    "The committee met on Tuesday to discuss the new park. Residents asked for more trees, benches near "
+    "the pond, and a path wide enough for bicycles and pushchairs.",
+    "Glass is made by melting sand with soda and lime at a very high temperature. While it is hot it can "
+    "be blown, pressed or rolled into shape, and it hardens as it cools.",
+    "In the evening the market closes and the stalls are packed away. The square becomes quiet, and only "
+    "a few people cross it on their way home.",
+    "Letters were once the main way to keep in touch with distant friends. Writing one took time, and "
+    "waiting for the reply could take weeks.",
+)
+
+
+def _token_kl(base_logits: torch.Tensor, tuned_logits: torch.Tensor) -> torch.Tensor:
+    """KL(base ‖ tuned) at each position, over the full vocabulary."""
+    lb = torch.log_softmax(base_logits.double(), dim=-1)
+    lt = torch.log_softmax(tuned_logits.double(), dim=-1)
+    return (lb.exp() * (lb - lt)).sum(dim=-1)
+
+
+@torch.no_grad()
+def drift(base: Any, tuned: Any, tokenizer: Any, texts: tuple[str, ...] = NEUTRAL_TEXT) -> dict[str, float]:
+    """Mean per-token KL(base ‖ tuned) over ``texts``, with its standard error over texts."""
+    per_text, tokens = [], 0
+    for text in texts:
+        ids = torch.tensor([tokenizer(text)["input_ids"]], device=next(base.parameters()).device)
+        kl = _token_kl(base(ids).logits[0], tuned(ids).logits[0])
+        per_text.append(float(kl.mean()))
+        tokens += int(kl.numel())
+    values = np.array(per_text)
+    return {
+        "drift_kl": float(values.mean()),
+        "drift_kl_se": float(values.std(ddof=1) / np.sqrt(values.size)),
+        "tokens": tokens,
+    }
+
+
+def drift_of_adapter(base_path: str, adapter: str, device: str = "cpu") -> dict[str, float]:
+    """Drift of a PEFT adapter on its base model (one copy of the weights: the adapter is toggled)."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(base_path)
+    model: Any = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch.float32)
+    tuned = PeftModel.from_pretrained(model.to(device).eval(), adapter).eval()
+
+    class _Base(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = tuned
+
+        def forward(self, ids: torch.Tensor) -> Any:
+            with self.inner.disable_adapter():
+                return self.inner(ids)
+
+    return drift(_Base(), tuned, tokenizer)

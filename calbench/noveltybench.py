@@ -1,0 +1,203 @@
+"""NoveltyBench scoring: how many genuinely different answers, and how good, in k tries.
+
+For each prompt, k generations are partitioned greedily into equivalence classes: each
+generation joins the first class whose *first* member it is equivalent to, or opens a
+new class. Two generations of at most 5 words each are equivalent when
+2 x |shared lower-cased unigrams| >= the longer length; otherwise a similarity model
+decides. ``distinct`` is the number of classes (upstream reported ``max(partition)``,
+one less). Each class's first member is rated 1-10 by a reward model (raw rewards mapped
+through fixed thresholds), the other generations score 0, and
+
+    utility = Σ_i p^i s_i / Σ_i p^i,  patience p = 0.8.
+
+Full scoring needs two hub models (``yimingzhang/deberta-v3-large-generation-similarity``
+at threshold 0.102, and ``Skywork/Skywork-Reward-Gemma-2-27B-v0.2``). The **lite** scorer
+needs none and gives ``distinct`` only: the short-answer rule, and otherwise
+NoveltyBench's own model-free "unigram" criterion, ROUGE-1 F1 > 0.458. Lite numbers are
+not NoveltyBench numbers; they are labelled ``distinct_lite``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+CLASSIFIER = "yimingzhang/deberta-v3-large-generation-similarity"
+CLASSIFIER_TOKENIZER = "microsoft/deberta-v3-large"
+CLASSIFIER_THRESHOLD = 0.102
+REWARD_MODEL = "Skywork/Skywork-Reward-Gemma-2-27B-v0.2"
+REWARD_THRESHOLDS = (-7.71875, -6.28125, -6.0, -5.71875, -5.5, -5.0, -4.375, -3.4375, -2.046875)
+ROUGE_THRESHOLD = 0.458
+PATIENCE = 0.8
+HUB_DATASET = "yimingzhang/novelty-bench"  # splits "curated" (100) and "wildchat" (1000)
+
+Equivalence = Callable[[str, str], bool]
+
+
+def short_rule(a: str, b: str) -> bool | None:
+    """Equivalence of two short answers (<= 5 words each); None when either is longer."""
+    ua, ub = a.strip().lower().split(), b.strip().lower().split()
+    longest = max(len(ua), len(ub))
+    if longest > 5:
+        return None
+    return 2 * len(set(ua) & set(ub)) >= longest
+
+
+def rouge1_f(a: str, b: str) -> float:
+    """ROUGE-1 F1 with rouge-score's default tokenizer (lower-cased [a-z0-9]+ tokens, no stemming)."""
+    ta, tb = Counter(re.findall(r"[a-z0-9]+", a.lower())), Counter(re.findall(r"[a-z0-9]+", b.lower()))
+    overlap = sum((ta & tb).values())
+    if overlap == 0:
+        return 0.0
+    precision, recall = overlap / sum(tb.values()), overlap / sum(ta.values())
+    return 2 * precision * recall / (precision + recall)
+
+
+def lite_equivalent(a: str, b: str) -> bool:
+    rule = short_rule(a, b)
+    return rule if rule is not None else rouge1_f(a, b) > ROUGE_THRESHOLD
+
+
+def partition(responses: Sequence[str], equivalent: Equivalence) -> list[int]:
+    """Class index of each response; classes numbered in order of first appearance."""
+    labels = [-1] * len(responses)
+    firsts: list[str] = []
+    for i, response in enumerate(responses):
+        if labels[i] >= 0:
+            continue
+        labels[i] = len(firsts)
+        firsts.append(response)
+        for j in range(i + 1, len(responses)):
+            if labels[j] < 0 and equivalent(response, responses[j]):
+                labels[j] = labels[i]
+    return labels
+
+
+def distinct(labels: Sequence[int]) -> int:
+    """The number of equivalence classes (upstream's ``max(partition)`` was one short)."""
+    return max(labels) + 1 if labels else 0
+
+
+def rating(reward: float) -> int:
+    """Raw reward-model score -> 1..10 through NoveltyBench's thresholds."""
+    return bisect.bisect_left(REWARD_THRESHOLDS, reward) + 1
+
+
+def utility(labels: Sequence[int], ratings: Sequence[int], patience: float = PATIENCE) -> float:
+    """Σ p^i s_i / Σ p^i where s_i is the rating of a class's first member and 0 for repeats."""
+    scores, seen = [], 0
+    for label, r in zip(labels, ratings, strict=True):
+        scores.append(r if label == seen else 0)
+        seen += label == seen
+    weights = patience ** np.arange(len(scores))
+    return float(np.dot(scores, weights) / weights.sum())
+
+
+def classifier_equivalence(device: str = "cpu") -> Equivalence:
+    """NoveltyBench's DeBERTa similarity classifier (hub download): short rule, then P(same) > 0.102."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(CLASSIFIER_TOKENIZER)
+    model = AutoModelForSequenceClassification.from_pretrained(CLASSIFIER).to(device).eval()
+
+    @torch.no_grad()
+    def equivalent(a: str, b: str) -> bool:
+        rule = short_rule(a, b)
+        if rule is not None:
+            return rule
+        first = [tok.cls_token_id, *tok.encode(a, add_special_tokens=False, truncation=True, max_length=128)]
+        first.append(tok.sep_token_id)
+        second = [*tok.encode(b, add_special_tokens=False, truncation=True, max_length=128), tok.sep_token_id]
+        ids = torch.tensor([first + second], device=device)
+        types = torch.tensor([[0] * len(first) + [1] * len(second)], device=device)
+        p = model(input_ids=ids, token_type_ids=types).logits.softmax(-1)[0, 1]
+        return float(p) > CLASSIFIER_THRESHOLD
+
+    return equivalent
+
+
+def reward_ratings(device: str = "cuda") -> Callable[[str, Sequence[str]], list[int]]:
+    """Ratings 1..10 of each generation for a prompt, from the Skywork reward model (hub, GPU)."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(REWARD_MODEL)
+    model = AutoModelForSequenceClassification.from_pretrained(REWARD_MODEL, dtype=torch.bfloat16, num_labels=1)
+    model = model.to(device).eval()
+
+    @torch.no_grad()
+    def rate(prompt: str, generations: Sequence[str]) -> list[int]:
+        convs = [[{"role": "user", "content": prompt}, {"role": "assistant", "content": g}] for g in generations]
+        batch: Any = tok.apply_chat_template(
+            convs, tokenize=True, padding=True, truncation=True, return_tensors="pt", return_dict=True
+        )
+        rewards = model(**batch.to(device)).logits[:, 0].float().tolist()
+        return [rating(r) for r in rewards]
+
+    return rate
+
+
+def score_split(
+    items: Sequence[dict[str, Any]],
+    equivalent: Equivalence,
+    rate: Callable[[str, Sequence[str]], list[int]] | None = None,
+    patience: float = PATIENCE,
+) -> dict[str, Any]:
+    """Per-prompt partitions (and utilities when ``rate`` is given), and the split's means ± SE."""
+    rows = []
+    for item in items:
+        labels = partition(item["generations"], equivalent)
+        row = {"id": item["id"], "partition": labels, "distinct": distinct(labels)}
+        if rate is not None:
+            row["utility"] = utility(labels, rate(item["prompt"], item["generations"]), patience)
+        rows.append(row)
+    summary: dict[str, Any] = {"prompts": len(rows)}
+    for key in ("distinct", "utility"):
+        values = np.array([r[key] for r in rows if key in r], dtype=float)
+        if values.size:
+            se = values.std(ddof=1) / np.sqrt(values.size) if values.size > 1 else float("nan")
+            summary[key] = {"mean": float(values.mean()), "se": float(se)}
+    return {"summary": summary, "prompts": rows}
+
+
+def read_samples(path: str | Path) -> tuple[str, list[dict[str, Any]]]:
+    """The split and the (id, prompt, generations) items of an lm-eval samples log of
+    ``calbench_noveltybench_<split>`` (written with ``--log_samples``)."""
+    path = Path(path)
+    match = re.match(r"samples_calbench_noveltybench_(curated|wildchat)_", path.name)
+    if match is None:
+        raise ValueError(f"{path.name}: not a samples log of calbench_noveltybench_curated or _wildchat")
+    items = []
+    with path.open() as f:
+        for n, line in enumerate(f, 1):
+            try:
+                sample = json.loads(line)
+                generations = sample["resps"][0]
+                items.append({"id": sample["doc"]["id"], "prompt": sample["doc"]["prompt"], "generations": generations})
+            except (json.JSONDecodeError, KeyError, IndexError, TypeError) as err:
+                raise ValueError(f"{path}:{n}: not an lm-eval sample record ({err})") from err
+    return match.group(1), items
+
+
+def score_files(paths: Sequence[str | Path], full: bool = False, device: str = "cpu") -> dict[str, Any]:
+    """Score samples logs per split: lite (``distinct_lite`` only) or full NoveltyBench (hub models)."""
+    equivalent = classifier_equivalence(device) if full else lite_equivalent
+    rate = reward_ratings(device) if full else None
+    splits: dict[str, Any] = {}
+    for path in paths:
+        split, items = read_samples(path)
+        if split in splits:
+            raise ValueError(f"two samples logs for the {split} split: pass one per split")
+        scored = score_split(items, equivalent, rate)
+        if not full:
+            scored["summary"]["distinct_lite"] = scored["summary"].pop("distinct", None)
+        splits[split] = scored
+    return {"scorer": "full" if full else "lite", "splits": splits}

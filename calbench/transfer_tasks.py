@@ -1,0 +1,172 @@
+"""lm-eval adapters for the transfer tasks: open-ended generation, MCQ balance, NoveltyBench.
+
+Like ``calbench.harness``, these only translate between lm-eval's shapes and calbench's
+pure functions (``openended``, ``mcq``, ``noveltybench``). Standard errors over prompts
+fill lm-eval's stderr column (each task's summary says how).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+from lm_eval.api.instance import Instance
+
+from calbench import mcq, noveltybench, openended
+from calbench.harness import CalbenchTask
+from calbench.metrics import rate_se
+from calbench.scoring import Estimate, Summary
+
+
+def _mean(values: Sequence[float | None]) -> Estimate:
+    """Mean over prompts; its standard error from the spread over prompts."""
+    v = np.array([x for x in values if x is not None and math.isfinite(x)], dtype=float)
+    if v.size == 0:
+        return Estimate(math.nan, math.nan)
+    return Estimate(float(v.mean()), float(v.std(ddof=1) / np.sqrt(v.size)) if v.size > 1 else math.nan)
+
+
+def _median(values: Sequence[float | None], seed: int = 0) -> Estimate:
+    """Median over prompts; its standard error from a bootstrap over prompts."""
+    v = np.array([x for x in values if x is not None and math.isfinite(x)], dtype=float)
+    if v.size == 0:
+        return Estimate(math.nan, math.nan)
+    draws = np.median(v[np.random.default_rng(seed).integers(0, v.size, (2000, v.size))], axis=1)
+    return Estimate(float(np.median(v)), float(draws.std(ddof=1)))
+
+
+def _summary(overall: dict[str, Estimate], n: int) -> Summary:
+    return Summary({}, overall, n)
+
+
+def open_ended_docs(**_: Any) -> dict[str, Any]:
+    import datasets
+
+    rows = [
+        {"id": i, "category": c, "prompt": p}
+        for i, (c, p) in enumerate(zip(openended.CATEGORIES, openended.prompts(), strict=True))
+    ]
+    return {"test": datasets.Dataset.from_list(rows)}
+
+
+class OpenEndedTask(CalbenchTask):
+    """N samples per prompt (any backend) plus the first answer token's distribution (calbench-hf)."""
+
+    SUPPORT = tuple(f"support_{round(p * 100)}" for p in openended.SUPPORT_LEVELS)
+    OVERALL = ("unique_answers", "answer_entropy", "top_answer_share")
+    OPTIONAL = (*SUPPORT, "support_90_median")
+    HIGHER_IS_BETTER: ClassVar[Mapping[str, bool]] = {
+        "unique_answers": True,
+        "answer_entropy": True,
+        **dict.fromkeys(SUPPORT, True),
+    }
+
+    def construct_requests(self, doc: dict[str, Any], ctx: Any, **kwargs: Any) -> list[Instance]:
+        """The sampling request, and with a chat template one loglikelihood request of the
+        template's trailing whitespace (scored once), after which calbench-hf reads the
+        first answer token's distribution."""
+        chat = bool(kwargs.get("apply_chat_template"))
+        sampling = super().construct_requests(doc, ctx, **kwargs)
+        requests = list(sampling) if isinstance(sampling, list) else [sampling]
+        if chat:
+            task, doc_id, _ = kwargs["metadata"]
+            requests.append(Instance("loglikelihood", doc, (ctx, ""), len(requests), metadata=(task, doc_id, 1)))
+        return requests
+
+    @staticmethod
+    def summarize(records: list[dict[str, Any]]) -> Summary:
+        overall = {m: _mean([r[m] for r in records]) for m in OpenEndedTask.OVERALL}
+        for m in OpenEndedTask.SUPPORT:
+            overall[m] = _mean([r.get(m) for r in records])
+        overall["support_90_median"] = _median([r.get("support_90") for r in records])
+        return _summary(overall, len(records))
+
+    def record(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
+        answers = results[0] if isinstance(results[0], list) else [results[0]]
+        record: dict[str, Any] = {"id": doc["id"], **openended.sample_stats(answers)}
+        anchor = results[1][0] if len(results) > 1 else None
+        scored = anchor[0] if isinstance(anchor, tuple) else None
+        support = getattr(scored, "support", None)
+        if support:
+            record |= {f"support_{round(p * 100)}": float(k) for p, k in support.items()}
+            record["support_90_median"] = record["support_90"]
+        return record
+
+
+def mcq_docs(**_: Any) -> dict[str, Any]:
+    import datasets
+
+    return {"test": datasets.Dataset.from_list([{"id": 0, "prompt": mcq.PROMPT}])}
+
+
+class MCQTask(CalbenchTask):
+    """N independent generations of one question-writing prompt; balance of the correct letters."""
+
+    OVERALL = (
+        "tv_distance",
+        *(f"freq_{x}" for x in mcq.LETTERS),
+        "chi2",
+        "parse_rate",
+        "tv_distance_lenient",
+        "parse_rate_lenient",
+    )
+    HIGHER_IS_BETTER: ClassVar[Mapping[str, bool]] = {"parse_rate": True, "parse_rate_lenient": True}
+
+    @staticmethod
+    def summarize(records: list[dict[str, Any]]) -> Summary:
+        strict = [x for r in records for x in r["strict"]]
+        lenient = [x for r in records for x in r["lenient"]]
+        b, bl = mcq.balance(strict), mcq.balance(lenient)
+        n, parsed = len(strict), int(b["parsed"])
+        overall = {
+            "tv_distance": Estimate(b["tv_distance"], mcq.bootstrap_tv(strict)),
+            "chi2": Estimate(b["chi2"], math.nan),
+            "parse_rate": Estimate(parsed / max(n, 1), rate_se(parsed, n)),
+            "tv_distance_lenient": Estimate(bl["tv_distance"], mcq.bootstrap_tv(lenient)),
+            "parse_rate_lenient": Estimate(bl["parsed"] / max(n, 1), rate_se(int(bl["parsed"]), n)),
+        }
+        for x in mcq.LETTERS:
+            k = round(b.get(f"freq_{x}", math.nan) * parsed) if parsed else 0
+            overall[f"freq_{x}"] = Estimate(b.get(f"freq_{x}", math.nan), rate_se(k, parsed) if parsed else math.nan)
+        return _summary(overall, len(records))
+
+    def record(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
+        generations = results[0] if isinstance(results[0], list) else [results[0]]
+        return {
+            "id": doc["id"],
+            "strict": [mcq.parse_strict(g) for g in generations],
+            "lenient": [mcq.parse_lenient(g) for g in generations],
+        }
+
+
+def noveltybench_docs(
+    calbench_split: str = "curated", calbench_data_files: str | None = None, **_: Any
+) -> dict[str, Any]:
+    """NoveltyBench prompts: the hub dataset in real use, or a local JSONL (``calbench_data_files``)."""
+    import datasets
+
+    if calbench_split not in ("curated", "wildchat"):
+        raise ValueError(f"calbench_split must be 'curated' or 'wildchat', got {calbench_split!r}")
+    if calbench_data_files:
+        data = datasets.load_dataset("json", data_files=calbench_data_files, split="train")
+    else:
+        data = datasets.load_dataset(noveltybench.HUB_DATASET, split=calbench_split)
+    return {"test": data.select_columns(["id", "prompt"])}
+
+
+class NoveltyTask(CalbenchTask):
+    """k generations per prompt; the lite partition in-task, full scoring by ``calbench noveltybench score``."""
+
+    OVERALL = ("distinct_lite",)
+    HIGHER_IS_BETTER: ClassVar[Mapping[str, bool]] = {"distinct_lite": True}
+
+    @staticmethod
+    def summarize(records: list[dict[str, Any]]) -> Summary:
+        return _summary({"distinct_lite": _mean([r["distinct_lite"] for r in records])}, len(records))
+
+    def record(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
+        generations = results[0] if isinstance(results[0], list) else [results[0]]
+        labels = noveltybench.partition(generations, noveltybench.lite_equivalent)
+        return {"id": doc["id"], "distinct_lite": float(noveltybench.distinct(labels))}
