@@ -8,6 +8,7 @@ calbench train ...                    fine-tune a LoRA adapter (soft or hard tar
 calbench noveltybench score LOGS...   NoveltyBench partitions and scores (lite or full)
 calbench drift --model M --adapter A  KL(base || tuned) on neutral text, offline
 calbench retention-delta BASE TUNED   tuned - base for every shared lm-eval metric
+calbench leaderboard add|render       the results store, tables and plots
 """
 
 from __future__ import annotations
@@ -180,6 +181,43 @@ def cmd_retention_delta(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    from calbench import leaderboard
+
+    try:
+        if args.action == "add":
+            drift = None
+            if args.drift:
+                runs = json.loads(args.drift.read_text())["drift"]
+                matches = [v for k, v in runs.items() if Path(k).resolve() == Path(args.adapter or "").resolve()]
+                if not matches:
+                    raise leaderboard.RefusedRunError(f"{args.drift} has no drift for adapter {args.adapter}")
+                drift = matches[0]
+            record = leaderboard.build_record(args.name, args.type, args.results, args.command, drift)
+            print(f"written: {leaderboard.save_record(record, args.results_dir)}")
+            return 0
+        records = leaderboard.load_records(args.results_dir)
+        if args.action == "card":
+            from calbench.training import card
+
+            by_name = {r["name"]: r for r in records}
+            missing = [n for n in args.records if n not in by_name]
+            if missing:
+                raise leaderboard.RefusedRunError(f"no run record named {', '.join(missing)} in {args.results_dir}")
+            table = leaderboard.card_evaluation([by_name[n] for n in args.records])
+            print(f"written: {card.update(args.adapter, table)}")
+            return 0
+        if not records:
+            raise leaderboard.RefusedRunError(f"no run records under {args.results_dir}")
+        readme = None if args.no_readme else args.readme
+        for path in leaderboard.write_all(records, args.output, readme, plots=not args.no_plots):
+            print(f"written: {path}")
+        return 0
+    except (leaderboard.RefusedRunError, OSError, KeyError, json.JSONDecodeError) as err:
+        print(f"calbench leaderboard: {err}", file=sys.stderr)
+        return 2
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="calbench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -242,6 +280,30 @@ def build_parser() -> argparse.ArgumentParser:
     p_ret.add_argument("base", type=Path, help="results_*.json of the base model")
     p_ret.add_argument("tuned", type=Path, help="results_*.json of the tuned model")
     p_ret.set_defaults(func=cmd_retention_delta)
+
+    p_lb = sub.add_parser("leaderboard", help="the results store: add a run record, render tables and plots")
+    lb_sub = p_lb.add_subparsers(dest="action", required=True)
+    p_add = lb_sub.add_parser("add", help="store one system's lm-eval results as a run record")
+    p_add.add_argument("name", help="the system's row name, e.g. smollm2-135m-instruct-soft")
+    p_add.add_argument("--type", required=True, help="reference, base, instruct, fine-tuned adapter, prompting method")
+    p_add.add_argument("--command", required=True, help="the exact command that reproduces the run")
+    p_add.add_argument("results", nargs="+", type=Path, help="results_*.json files of this system")
+    p_add.add_argument("--drift", type=Path, help="calbench drift --output JSON holding this adapter's drift")
+    p_add.add_argument("--adapter", help="the adapter folder to look up in --drift")
+    p_add.add_argument("--results-dir", type=Path, default=Path("leaderboards") / "results")
+    p_add.set_defaults(func=cmd_leaderboard)
+    p_render = lb_sub.add_parser("render", help="leaderboards/README.md, CSV tables, plots, README headline")
+    p_render.add_argument("--results-dir", type=Path, default=Path("leaderboards") / "results")
+    p_render.add_argument("--output", type=Path, default=Path("leaderboards"))
+    p_render.add_argument("--readme", type=Path, default=Path("README.md"), help="README with the headline block")
+    p_render.add_argument("--no-readme", action="store_true", help="leave the top-level README alone")
+    p_render.add_argument("--no-plots", action="store_true")
+    p_render.set_defaults(func=cmd_leaderboard)
+    p_card = lb_sub.add_parser("card", help="write run records into an adapter's model card (Evaluation)")
+    p_card.add_argument("adapter", type=Path, help="the adapter folder (with calbench_train.json)")
+    p_card.add_argument("records", nargs="+", help="run record names: the adapter's, then e.g. its base model's")
+    p_card.add_argument("--results-dir", type=Path, default=Path("leaderboards") / "results")
+    p_card.set_defaults(func=cmd_leaderboard)
     return parser
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import platform
+from pathlib import Path
 from typing import Any
 
 from calbench.training.config import TrainConfig
@@ -45,7 +47,13 @@ def render(config: TrainConfig, summary: dict[str, Any], evaluation: str | None 
         "- **Data**: the 1,988 training prompts of 24 distribution families"
         + (f" (first {config.prompts}, family-balanced)" if config.prompts else "")
         + f"; canonical answers with {config.decimals} decimals, {config.max_bins} strings per space;"
-        f" {config.samples_per_prompt} example(s) per prompt per epoch, {config.epochs} epoch(s), seed {config.seed}.",
+        f" {config.samples_per_prompt} example(s) per prompt per epoch, "
+        + (
+            f"stopped at {config.max_steps} optimizer steps (a compute budget)"
+            if config.max_steps > 0
+            else f"{config.epochs} epoch(s)"
+        )
+        + f", seed {config.seed}.",
         f"- **LoRA**: r={config.lora_r}, alpha={config.lora_alpha}, dropout={config.lora_dropout}"
         f" on {', '.join(config.target_modules)}.",
         f"- **Optimisation**: AdamW lr {config.lr}, weight decay {config.weight_decay}, cosine schedule with"
@@ -71,3 +79,17 @@ def render(config: TrainConfig, summary: dict[str, Any], evaluation: str | None 
         "",
     ]
     return "\n".join(lines)
+
+
+def update(adapter: Path, evaluation: str) -> Path:
+    """Re-render an adapter folder's model card with an evaluation section (atomic write)."""
+    import dataclasses
+
+    summary = json.loads((adapter / "calbench_train.json").read_text())
+    fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in summary["config"].items() if k in fields}
+    card = adapter / "README.md"
+    tmp = card.with_name("README.md.tmp")
+    tmp.write_text(render(TrainConfig(**values), summary, evaluation))
+    tmp.replace(card)
+    return card

@@ -1,0 +1,211 @@
+"""The results store, the calibration score, rendering, plots, and the committed leaderboard."""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from calbench import cli, leaderboard, plots, runner
+from calbench.families import FAMILIES
+from calbench.leaderboard import RefusedRunError
+from calbench.scoring import Z95, Estimate
+
+ROOT = Path(__file__).resolve().parents[1]
+BOARD = ROOT / "leaderboards"
+TASKS = ["calbench_numeric_unseen", "calbench_numeric_heldout"]
+
+
+@pytest.fixture(scope="module")
+def reference_results(tmp_path_factory):
+    out = {}
+    for model in ("calbench-oracle", "calbench-collapsed"):
+        folder = tmp_path_factory.mktemp(model)
+        runner.evaluate(model, TASKS, num_samples=20, output_path=folder)
+        out[model] = sorted(folder.rglob("results_*.json"))
+    return out
+
+
+@pytest.fixture(scope="module")
+def records(reference_results):
+    return [
+        leaderboard.build_record("oracle", "reference", reference_results["calbench-oracle"], "calbench eval oracle"),
+        leaderboard.build_record("collapsed", "reference", reference_results["calbench-collapsed"], "calbench eval c"),
+    ]
+
+
+def _results(**gen):
+    task_gen = {"do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0}
+    task_gen.update(gen)
+    return {
+        "config": {"limit": None, "gen_kwargs": {}},
+        "configs": {"t": {"output_type": "generate_until", "generation_kwargs": task_gen}},
+    }
+
+
+def test_pure_sampling_is_accepted():
+    leaderboard.check_run(_results())
+    leaderboard.check_run(_results(top_k=-1))  # vLLM's "no top-k"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"temperature": 0.7}, "temperature=0.7"),
+        ({"do_sample": False}, "do_sample=False"),
+        ({"top_p": 0.9}, "top_p=0.9"),
+        ({"top_k": None}, "top_k=None"),
+    ],
+)
+def test_non_t1_sampling_is_refused(change, message):
+    with pytest.raises(RefusedRunError, match=message):
+        leaderboard.check_run(_results(**change))
+
+
+def test_limit_and_cli_overrides_are_refused():
+    limited = _results()
+    limited["config"]["limit"] = 3
+    with pytest.raises(RefusedRunError, match="--limit 3"):
+        leaderboard.check_run(limited)
+    overridden = _results()
+    overridden["config"]["gen_kwargs"] = "temperature=0.5"
+    with pytest.raises(RefusedRunError, match=r"temperature=0\.5"):
+        leaderboard.check_run(overridden)
+
+
+def test_family_score_by_hand():
+    # attainable = floor + z95 se = (0.5 - 0.3) + 1.96 * 0.05 = 0.298; valid 0.8 -> 0.8 * 0.298 / 0.5
+    s, se = leaderboard.family_score(Estimate(0.8, 0.04), Estimate(0.5, 0.05), Estimate(0.3, 0.05))
+    a = 0.2 + Z95 * 0.05
+    assert a == pytest.approx(0.298, abs=1e-5)
+    assert s == pytest.approx(0.8 * a / 0.5)
+    assert se == pytest.approx(math.hypot(a / 0.5 * 0.04, 0.8 * a / 0.25 * 0.05))
+    # W1 above the floor but within 1.96 standard errors: full credit
+    assert leaderboard.family_score(Estimate(0.9, 0.01), Estimate(0.3, 0.1), Estimate(0.15, 0.1))[0] == 0.9
+    assert leaderboard.family_score(Estimate(1.0, 0.0), Estimate(0.2, 0.0), Estimate(-0.01, 0.0))[0] == 1.0
+    assert leaderboard.family_score(Estimate(0.0, 0.01), Estimate(math.nan, 0), Estimate(math.nan, 0)) == (0.0, 0.0)
+
+
+def test_calibration_score_by_hand(records):
+    record = copy.deepcopy(records[0])
+    for split in leaderboard.NUMERIC_SPLITS:
+        for metrics in record["tasks"][leaderboard.SAMPLING_TASKS[split]]["families"].values():
+            metrics.update(valid_rate=[1.0, 0.0], w1=[0.5, 0.0], excess_w1=[0.0, 0.0])
+    assert leaderboard.calibration_score(record).value == pytest.approx(100.0)
+    # the six held-out families answer nothing: 24 of 30 families score 1
+    for metrics in record["tasks"]["calbench_numeric_heldout"]["families"].values():
+        metrics.update(valid_rate=[0.0, 0.0], w1=[None, None], excess_w1=[None, None])
+    assert leaderboard.calibration_score(record).value == pytest.approx(100 * 24 / 30)
+    del record["tasks"]["calbench_numeric_heldout"]
+    assert math.isnan(leaderboard.calibration_score(record).value)
+
+
+def test_record_contents(records):
+    oracle = records[0]
+    assert oracle["model"]["backend"] == "calbench-oracle"
+    assert oracle["seeds"]["random_seed"] == 0 and oracle["packages"]["lm_eval"]
+    unseen = oracle["tasks"]["calbench_numeric_unseen"]
+    assert unseen["samples_per_prompt"] == 20 and unseen["version"] == 1 and unseen["prompts"] == 24
+    assert unseen["generation"]["temperature"] == 1.0
+    assert set(unseen["families"]) == {f for f, fam in FAMILIES.items() if not fam.heldout}
+    assert len(unseen["samples"]) == 24 and all(len(p["values"]) == 20 for p in unseen["samples"])
+    cs_oracle, cs_collapsed = (leaderboard.calibration_score(r) for r in records)
+    assert cs_oracle.value > 90 and cs_oracle.se >= 0
+    assert cs_collapsed.value < cs_oracle.value - 20
+
+
+def test_limited_run_is_refused(tmp_path):
+    runner.evaluate("calbench-oracle", ["calbench_numeric_heldout"], num_samples=5, output_path=tmp_path, limit=2)
+    (results,) = tmp_path.rglob("results_*.json")
+    with pytest.raises(RefusedRunError, match="--limit 2"):
+        leaderboard.build_record("x", "reference", [results], "cmd")
+    assert cli.main(["leaderboard", "add", "x", "--type", "reference", "--command", "c", str(results)]) == 2
+
+
+def test_mixed_systems_and_bad_types_are_refused(reference_results):
+    both = [reference_results["calbench-oracle"][0], reference_results["calbench-collapsed"][0]]
+    with pytest.raises(RefusedRunError, match="different systems"):
+        leaderboard.build_record("x", "reference", both, "cmd")
+    with pytest.raises(RefusedRunError, match="entry type"):
+        leaderboard.build_record("x", "model", both[:1], "cmd")
+
+
+def test_render_and_store_round_trip(records, reference_results, tmp_path):
+    store = tmp_path / "results"
+    for record in records:
+        leaderboard.save_record(record, store)
+    assert leaderboard.load_records(store) == sorted(records, key=lambda r: r["name"])
+    readme = tmp_path / "top.md"
+    readme.write_text("intro\n<!-- leaderboard:start -->\nold\n<!-- leaderboard:end -->\nrest\n")
+    argv = ["leaderboard", "render", "--results-dir", str(store), "--output", str(tmp_path), "--readme", str(readme)]
+    assert cli.main([*argv, "--no-plots"]) == 0
+    board = (tmp_path / "README.md").read_text()
+    assert re.search(r"\| 1 +\| oracle +\|", board) and re.search(r"\| 2 +\| collapsed +\|", board)  # by CS
+    assert "calbench eval oracle" in board
+    headline = (tmp_path / "tables" / "headline.csv").read_text().splitlines()
+    assert headline[0].startswith("#,system,type,CS ↑") and headline[1].startswith("1,oracle,reference,")
+    assert (tmp_path / "tables" / "tiers.csv").is_file()
+    top = readme.read_text()
+    assert top.startswith("intro\n<!-- leaderboard:start -->\n| #") and top.endswith("<!-- leaderboard:end -->\nrest\n")
+
+
+def test_splice_readme_needs_markers():
+    assert leaderboard.splice_readme("a\n<!-- leaderboard:start -->\nx\n<!-- leaderboard:end -->\nb", "T") == (
+        "a\n<!-- leaderboard:start -->\nT\n<!-- leaderboard:end -->\nb"
+    )
+    with pytest.raises(RefusedRunError, match="leaderboard:start"):
+        leaderboard.splice_readme("no markers", "T")
+
+
+def test_plots_are_written_and_open(records, tmp_path):
+    import matplotlib.image
+
+    paths = plots.draw_all(records, tmp_path)
+    assert [p.relative_to(tmp_path).as_posix() for p in paths] == plots.plot_paths(records)
+    assert len(paths) == 1 + len(FAMILIES)
+    for path in (paths[0], tmp_path / "plots" / "families" / "binomial.png"):
+        image = matplotlib.image.imread(path)
+        assert image.ndim == 3 and image.shape[0] > 100
+
+
+def test_committed_leaderboard_is_reproduced_byte_for_byte():
+    records = leaderboard.load_records(BOARD / "results")
+    assert records, "no committed run records"
+    for name, content in leaderboard.render(records, plots.plot_paths(records)).items():
+        assert (BOARD / name).read_text() == content, f"leaderboards/{name} is stale: calbench leaderboard render"
+    readme = (ROOT / "README.md").read_text()
+    assert readme == leaderboard.splice_readme(readme, leaderboard.headline_markdown(records))
+    for rel in plots.plot_paths(records):
+        assert (BOARD / rel).is_file(), rel
+
+
+def test_adapter_card_gets_the_evaluation(records, tmp_path):
+    import json
+
+    from calbench.training.config import TrainConfig
+
+    store, adapter = tmp_path / "results", tmp_path / "adapter"
+    for record in records:
+        leaderboard.save_record(record, store)
+    adapter.mkdir()
+    summary = {
+        "config": TrainConfig(method="hard", max_steps=7).resolve().to_dict(),
+        "base_model": "tiny",
+        "steps": 7,
+        "examples": 56,
+        "final_train_loss": 1.5,
+        "wall_seconds": 2.0,
+        "versions": {"calbench": "0.1.0"},
+    }
+    (adapter / "calbench_train.json").write_text(json.dumps(summary))
+    argv = ["leaderboard", "card", str(adapter), "oracle", "collapsed", "--results-dir", str(store)]
+    assert cli.main(argv) == 0
+    card = (adapter / "README.md").read_text()
+    assert "# calbench hard-target LoRA adapter" in card and "stopped at 7 optimizer steps" in card
+    evaluation = card.split("## Evaluation", 1)[1]
+    assert re.search(r"\| oracle +\| reference +\| \d", evaluation)
+    assert "- collapsed: `calbench eval c`" in evaluation
+    assert cli.main([*argv[:3], "nobody", "--results-dir", str(store)]) == 2
