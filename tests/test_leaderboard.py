@@ -209,3 +209,18 @@ def test_adapter_card_gets_the_evaluation(records, tmp_path):
     assert re.search(r"\| oracle +\| reference +\| \d", evaluation)
     assert "- collapsed: `calbench eval c`" in evaluation
     assert cli.main([*argv[:3], "nobody", "--results-dir", str(store)]) == 2
+
+
+def test_add_takes_the_adapters_drift(reference_results, tmp_path, capsys):
+    import json
+
+    drift = tmp_path / "drift.json"
+    drift.write_text(json.dumps({"model": "m", "drift": {"runs/a": {"drift_kl": 0.02, "drift_kl_se": 0.001}}}))
+    store = tmp_path / "results"
+    common = ["--type", "reference", "--command", "c", "--results-dir", str(store), "--drift", str(drift)]
+    files = [str(p) for p in reference_results["calbench-oracle"]]
+    assert cli.main(["leaderboard", "add", "x", *common, "--adapter", str(Path("runs/a").resolve()), *files]) == 0
+    (record,) = leaderboard.load_records(store)
+    assert leaderboard.drift_metric(record) == Estimate(0.02, 0.001)
+    assert cli.main(["leaderboard", "add", "y", *common, "--adapter", "runs/b", *files]) == 2
+    assert "no drift for adapter runs/b" in capsys.readouterr().err

@@ -8,7 +8,7 @@
 set -euo pipefail
 HERE=leaderboards/smollm2-cpu
 OPEN_SAMPLES=${OPEN_SAMPLES:-20}   # samples per open-ended prompt (the task's default: 100)
-MCQ_SAMPLES=${MCQ_SAMPLES:-100}    # MCQ generations (the task's default: 1000)
+MCQ_SAMPLES=${MCQ_SAMPLES:-60}     # MCQ generations (the task's default: 1000)
 BASE=$(calbench models path smollm2-135m-instruct)
 
 for system in base soft hard; do
