@@ -396,6 +396,7 @@ def _transfer_columns() -> list[tuple[str, Any]]:
         ("unique_answers ↑", lambda r: task_metric(r, oe, "unique_answers")),
         ("answer_entropy ↑", lambda r: task_metric(r, oe, "answer_entropy")),
         ("MCQ tv_distance ↓", lambda r: task_metric(r, mc, "tv_distance")),
+        ("MCQ tv_distance_lenient ↓", lambda r: task_metric(r, mc, "tv_distance_lenient")),
         ("MCQ parse_rate ↑", lambda r: task_metric(r, mc, "parse_rate")),
         ("MCQ parse_rate_lenient ↑", lambda r: task_metric(r, mc, "parse_rate_lenient")),
         ("drift ↓", drift_metric),
@@ -463,8 +464,7 @@ def render(records: Sequence[Mapping[str, Any]], plots: Sequence[str] = ()) -> d
 
 def card_evaluation(records: Sequence[Mapping[str, Any]]) -> str:
     """An adapter card's evaluation section: its record beside the others given (e.g. its base)."""
-    columns = [*HEADLINE, *_split_columns("unseen")[1:4], *_transfer_columns()[1:2]]
-    headers, rows = _table(records, columns)
+    headers, rows = _table(records, HEADLINE)
     commands = "\n".join(f"- {r['name']}: `{r['command'].strip()}`" for r in records)
     note = "calbench leaderboard run records; value ± 95% interval half-width. Reproduce with:"
     return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True) + f"\n\n{note}\n\n{commands}"

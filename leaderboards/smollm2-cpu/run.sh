@@ -15,6 +15,8 @@ for method in soft hard; do
   calbench train --method "$method" --model smollm2-135m-instruct --output "calbench_runs/smollm2-$method" \
     --max-steps "$STEPS" --batch-size 8 --effective-batch 16 --save-steps 20 --use-cpu
   rm -rf "$HERE/adapters/$method" && mkdir -p "$HERE/adapters" && cp -r "calbench_runs/smollm2-$method/adapter" "$HERE/adapters/$method"
+  # The base model's tokenizer files (3.5 MB) are not needed to load the adapter: not kept.
+  rm -f "$HERE/adapters/$method"/tokenizer.json "$HERE/adapters/$method"/tokenizer_config.json "$HERE/adapters/$method"/chat_template.jinja
 done
 
 for system in base soft hard; do
