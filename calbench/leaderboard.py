@@ -446,6 +446,9 @@ def render(records: Sequence[Mapping[str, Any]], plots: Sequence[str] = ()) -> d
         "top-level README): per family, the valid rate times min(1, (floor + 1.96 SE) / W1), where floor is the",
         "W1 that exact draws score at the same sample size; averaged over the 30 families. The excess W1",
         "headline is the median over families (Cauchy's tails make single W1 values erratic at any n).",
+        "CS and excess W1 depend on the samples per prompt (the floor and the standard errors shrink as n",
+        "grows): compare rows evaluated at the same n (listed per row below). Here the reference rows use",
+        "1000 samples per prompt and the SmolLM2 rows 50, which favours the SmolLM2 rows against the references.",
         "",
     ]
     for key, (title, columns) in TABLES.items():
