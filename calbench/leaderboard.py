@@ -447,8 +447,7 @@ def render(records: Sequence[Mapping[str, Any]], plots: Sequence[str] = ()) -> d
         "W1 that exact draws score at the same sample size; averaged over the 30 families. The excess W1",
         "headline is the median over families (Cauchy's tails make single W1 values erratic at any n).",
         "CS and excess W1 depend on the samples per prompt (the floor and the standard errors shrink as n",
-        "grows): compare rows evaluated at the same n (listed per row below). Here the reference rows use",
-        "1000 samples per prompt and the SmolLM2 rows 50, which favours the SmolLM2 rows against the references.",
+        "grows): compare rows evaluated at the same n (listed per row below); fewer samples favour a row.",
         "",
     ]
     for key, (title, columns) in TABLES.items():
