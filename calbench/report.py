@@ -137,10 +137,9 @@ def overall_metrics(task_results: Mapping[str, Any]) -> dict[str, Estimate]:
     out: dict[str, Estimate] = {}
     for key in task_results:
         metric, _, flt = key.partition(",")
-        if flt and "/" not in metric and not metric.endswith("_stderr"):
-            value = _get(task_results, metric, flt)
-            if isinstance(task_results[key], int | float):
-                out[metric] = value
+        numeric = isinstance(task_results[key], int | float)
+        if numeric and flt and "/" not in metric and not metric.endswith("_stderr"):
+            out[metric] = _get(task_results, metric, flt)
     return out
 
 

@@ -145,19 +145,23 @@ def test_score_split_with_a_rater():
 # ---------------------------------------------------------------- lm-eval runs
 
 
+def _run_chat(backend, model, tasks, num_samples, **kwargs):
+    """An lm-eval run of calbench tasks on a local model with its chat template, on the CPU."""
+    return runner.evaluate(
+        backend,
+        tasks,
+        model_args=f"pretrained={model},dtype=float32",
+        num_samples=num_samples,
+        apply_chat_template=True,
+        device="cpu",
+        **kwargs,
+    )
+
+
 def test_open_ended_support_matches_the_model(tiny_split):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    results = runner.evaluate(
-        "calbench-hf",
-        ["calbench_open_ended"],
-        model_args=f"pretrained={tiny_split},dtype=float32",
-        num_samples=3,
-        apply_chat_template=True,
-        output_path=None,
-        limit=1,
-        device="cpu",
-    )
+    results = _run_chat("calbench-hf", tiny_split, ["calbench_open_ended"], 3, output_path=None, limit=1)
     r = results["results"]["calbench_open_ended"]
     tok = AutoTokenizer.from_pretrained(tiny_split)
     model = AutoModelForCausalLM.from_pretrained(tiny_split, dtype=torch.float32).eval()
@@ -172,17 +176,9 @@ def test_open_ended_support_matches_the_model(tiny_split):
 
 
 def test_open_ended_and_mcq_on_stock_hf(tiny_split):
-    results = runner.evaluate(
-        "hf",
-        ["calbench_open_ended", "calbench_mcq_balance"],
-        model_args=f"pretrained={tiny_split},dtype=float32",
-        num_samples=2,
-        apply_chat_template=True,
-        output_path=None,
-        limit=2,
-        batch_size=8,
-        device="cpu",
-        gen_kwargs="max_gen_toks=8",
+    tasks = ["calbench_open_ended", "calbench_mcq_balance"]
+    results = _run_chat(
+        "hf", tiny_split, tasks, 2, output_path=None, limit=2, batch_size=8, gen_kwargs="max_gen_toks=8"
     )
     oe, q = results["results"]["calbench_open_ended"], results["results"]["calbench_mcq_balance"]
     assert "support_90,samples" not in oe  # the first-token distribution needs calbench-hf
@@ -193,14 +189,12 @@ def test_open_ended_and_mcq_on_stock_hf(tiny_split):
 
 def test_noveltybench_on_local_fixture_and_cli_scorer(tiny_split, tmp_path, capsys):
     data = FIXTURES / "noveltybench_prompts.jsonl"
-    results = runner.evaluate(
+    results = _run_chat(
         "calbench-hf",
+        tiny_split,
         ["calbench_noveltybench_curated"],
-        model_args=f"pretrained={tiny_split},dtype=float32",
-        num_samples=4,
-        apply_chat_template=True,
+        4,
         output_path=tmp_path,
-        device="cpu",
         metadata={"calbench_data_files": str(data)},
         gen_kwargs="max_gen_toks=6",
     )
