@@ -45,11 +45,13 @@ class Space:
 
 def format_lattice(k: np.ndarray | int, decimals: int) -> list[str]:
     """Exact decimal strings of ``k * 10**-decimals`` for integers ``k`` (no float rounding)."""
+    if decimals == 0:
+        return [str(ki) for ki in np.atleast_1d(k).tolist()]
+    scale = 10**decimals
     out = []
     for ki in np.atleast_1d(k).tolist():
-        digits = str(abs(ki)).rjust(decimals + 1, "0")
-        body = digits if decimals == 0 else f"{digits[:-decimals]}.{digits[-decimals:]}"
-        out.append(("-" if ki < 0 else "") + body)
+        whole, frac = divmod(abs(ki), scale)
+        out.append(f"{'-' if ki < 0 else ''}{whole}.{frac:0{decimals}d}")
     return out
 
 

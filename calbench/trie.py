@@ -14,7 +14,9 @@ terminator: its end-of-turn token for chat models (``<|im_end|>``, ``<|eot_id|>`
 
 from __future__ import annotations
 
+import itertools
 import random
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -78,7 +80,7 @@ def build_trie(
 ) -> Trie:
     """The prefix trie of token sequences, weighted by ``masses`` (uniform by default).
 
-    Built one depth at a time with ``numpy.unique`` over (parent, token) pairs, so a
+    Built one depth at a time with ``numpy.unique`` over (parent, token) keys, so a
     16384-string space takes milliseconds. Sequences must be non-empty, and none may be
     a strict prefix of another (a terminator at the end guarantees it) unless
     ``allow_prefixes``: then a string may end at an inner node (scoring lm-eval's
@@ -87,30 +89,30 @@ def build_trie(
     n = len(sequences)
     if n == 0:
         raise ValueError("cannot build a trie of no strings")
-    lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=n)
+    lengths = np.fromiter(map(len, sequences), dtype=np.int64, count=n)
     if lengths.min() == 0:
         raise ValueError("empty token sequence in trie")
+    flat = np.fromiter(itertools.chain.from_iterable(sequences), dtype=np.int64, count=int(lengths.sum()))
     width = int(lengths.max())
     padded = np.full((n, width), -1, dtype=np.int64)
-    for i, s in enumerate(sequences):
-        padded[i, : len(s)] = s
+    starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
+    padded[np.repeat(np.arange(n), lengths), np.arange(flat.size) - starts] = flat
     w = np.full(n, 1.0 / n) if masses is None else np.asarray(masses, dtype=np.float64)
     if w.shape != (n,):
         raise ValueError(f"{n} sequences but {w.size} masses")
 
+    vocab = int(flat.max()) + 1  # (parent, token) pairs as one integer key
     tokens, parents, depths, mass = [np.array([-1])], [np.array([-1])], [np.array([0])], [np.array([w.sum()])]
     node_of = np.zeros(n, dtype=np.int64)  # current node of each string
     ends = np.full(n, -1, dtype=np.int64)
     next_id = 1
     for d in range(width):
         alive = np.flatnonzero(lengths > d)
-        tok = padded[alive, d]
-        keys = np.stack([node_of[alive], tok], axis=1)
-        uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+        uniq, inverse = np.unique(node_of[alive] * vocab + padded[alive, d], return_inverse=True)
         inverse = inverse.reshape(-1)
         ids = next_id + np.arange(len(uniq))
-        tokens.append(uniq[:, 1])
-        parents.append(uniq[:, 0])
+        tokens.append(uniq % vocab)
+        parents.append(uniq // vocab)
         depths.append(np.full(len(uniq), d + 1))
         mass.append(np.bincount(inverse, weights=w[alive], minlength=len(uniq)))
         node_of[alive] = ids[inverse]
@@ -161,24 +163,25 @@ def terminator(tokenizer: Any, chat: bool) -> int:
 def answer_tokens(tokenizer: Any, rendered: str, answers: Sequence[str], end: int | None) -> list[list[int]]:
     """Token ids of each answer as it follows ``rendered`` in context, plus the terminator ``end``.
 
-    Tokenizing the whole prompt once per answer is exact but slow, so answers are
-    tokenized after a short tail of the prompt that starts at a special token or a line
-    break; a sample of answers is checked against whole-prompt tokenization, and any
-    disagreement falls back to the exact path for all of them.
+    Tokenizing the whole prompt once per answer is exact but slow, so all answers are
+    tokenized in one call, joined by a special token (tokenizers split on special tokens
+    before anything else, so each piece is tokenized on its own): first each answer
+    alone, then, if that disagrees, each after a short tail of the prompt that starts at
+    a special token or a line break. A sample of answers is checked against whole-prompt
+    tokenization, and any disagreement falls back to the exact path for all of them.
+    Answers tokenized alone do not depend on the prompt and are cached per tokenizer.
     """
-
-    def slice_after(prefix: str, texts: Sequence[str]) -> list[list[int]]:
-        base = len(tokenizer(prefix, add_special_tokens=False)["input_ids"])
-        joint = tokenizer([prefix + t for t in texts], add_special_tokens=False)["input_ids"]
-        return [ids[base:] for ids in joint]
-
-    tail = _tail(tokenizer, rendered)
-    out = slice_after(tail, answers)
     rng = random.Random(len(answers))
     probe = sorted({0, len(answers) - 1, *rng.sample(range(len(answers)), min(8, len(answers)))})
-    exact = slice_after(rendered, [answers[i] for i in probe])
-    if any(out[i] != e for i, e in zip(probe, exact, strict=True)):
-        out = slice_after(rendered, answers)
+    exact = _slice_after(tokenizer, rendered, [answers[i] for i in probe])
+    out: list[list[int]] | None = None
+    for prefix in ("", _tail(tokenizer, rendered)):
+        out = _joined(tokenizer, prefix, answers)
+        if out is not None and all(out[i] == e for i, e in zip(probe, exact, strict=True)):
+            break
+        out = None
+    if out is None:
+        out = _slice_after(tokenizer, rendered, answers)
     whole = tokenizer(rendered, add_special_tokens=False)["input_ids"]
     check = tokenizer(rendered + answers[0], add_special_tokens=False)["input_ids"]
     if check[: len(whole)] != whole:
@@ -188,6 +191,57 @@ def answer_tokens(tokenizer: Any, rendered: str, answers: Sequence[str], end: in
         )
     suffix = [] if end is None else [end]
     return [ids + suffix for ids in out]
+
+
+def _slice_after(tokenizer: Any, prefix: str, texts: Sequence[str]) -> list[list[int]]:
+    """Tokens of each ``prefix + text`` after the prefix's own tokens (one call per text)."""
+    base = len(tokenizer(prefix, add_special_tokens=False)["input_ids"])
+    joint = tokenizer([prefix + t for t in texts], add_special_tokens=False)["input_ids"]
+    return [ids[base:] for ids in joint]
+
+
+# Answers tokenized alone after a special token, per tokenizer (bounded: cleared when full).
+_ALONE: weakref.WeakKeyDictionary[Any, dict[str, list[int]]] = weakref.WeakKeyDictionary()
+_ALONE_MAX = 2_000_000
+
+
+def _joined(tokenizer: Any, prefix: str, texts: Sequence[str]) -> list[list[int]] | None:
+    """Tokens of each ``prefix + text`` after the prefix, from one encode of all of them.
+
+    Each piece is preceded by a special token ``sep``. None when the tokenizer has no
+    special token that encodes to one id, when a text contains it, or when a piece does
+    not start with the prefix's tokens.
+    """
+    for sep in getattr(tokenizer, "all_special_tokens", []):
+        head = tokenizer(sep + prefix, add_special_tokens=False)["input_ids"]
+        if sep and head and tokenizer.convert_tokens_to_ids(sep) == head[0] and sep not in prefix:
+            break
+    else:
+        return None
+    try:
+        cache = _ALONE.setdefault(tokenizer, {}) if not prefix else {}
+    except TypeError:  # not weak-referenceable
+        cache = {}
+    todo = list(dict.fromkeys(t for t in texts if t not in cache))
+    if any(sep in t for t in todo):
+        return None
+    if todo:
+        ids = tokenizer(sep + sep.join(prefix + t for t in todo), add_special_tokens=False, verbose=False)["input_ids"]
+        marks = np.flatnonzero(np.asarray(ids) == head[0]).tolist()
+        if len(marks) != len(todo):
+            return None
+        marks.append(len(ids))
+        lead = head[1:]
+        if len(cache) + len(todo) > _ALONE_MAX:
+            cache.clear()
+        fresh = {}
+        for text, a, b in zip(todo, marks[:-1], marks[1:], strict=False):
+            piece = ids[a + 1 : b]
+            if piece[: len(lead)] != lead:
+                return None
+            fresh[text] = piece[len(lead) :]
+        cache.update(fresh)
+    return [cache[t] for t in texts]
 
 
 def _tail(tokenizer: Any, rendered: str) -> str:

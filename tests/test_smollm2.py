@@ -31,6 +31,26 @@ def test_converted_folder_is_a_plain_model(smollm2):
     assert tok.convert_ids_to_tokens(tok("12345", add_special_tokens=False)["input_ids"]) == list("12345")
 
 
+@pytest.mark.parametrize("chat", [True, False])
+def test_answer_tokens_match_in_context_tokenization(smollm2, chat):
+    # Answers are tokenized in one call, apart from the prompt: every one must equal
+    # the answer slice of the whole prompt + answer.
+    from transformers import AutoTokenizer
+
+    from calbench.families import make_target
+    from calbench.prompt import prompt_text, render
+    from calbench.space import canonical_space
+    from calbench.trie import answer_tokens
+
+    tok = AutoTokenizer.from_pretrained(smollm2)
+    for target in (make_target("gaussian", {"mu": -0.5, "sigma": 2}), make_target("poisson", {"lambda": 300})):
+        rendered = render(tok, prompt_text(target)) if chat else prompt_text(target) + "\n"
+        answers = list(canonical_space(target, 5, 600).strings)
+        got = answer_tokens(tok, rendered, answers, None)
+        whole = tok(rendered, add_special_tokens=False)["input_ids"]
+        assert got == [tok(rendered + a, add_special_tokens=False)["input_ids"][len(whole) :] for a in answers]
+
+
 def test_plain_lm_eval_reports_overall_and_per_family(smollm2, tmp_path):
     # The documented command, with 2 samples per prompt instead of 1000.
     cmd = [

@@ -75,6 +75,32 @@ def test_answer_tokens_match_whole_prompt_tokenization(model, request):
         assert ids == [*joint[len(whole) :], end]
 
 
+@pytest.mark.parametrize("model", ["tiny_split", "tiny_merge"])
+def test_answer_tokens_for_a_base_prompt_and_a_negative_integer_space(model, request):
+    tok = AutoTokenizer.from_pretrained(request.getfixturevalue(model))
+    target = make_target("gaussian", {"mu": -20, "sigma": 9})
+    rendered = prompt_text(target) + "\n"  # base models: the prompt, then a line break
+    answers = list(canonical_space(target, 0, 400).strings)
+    got = answer_tokens(tok, rendered, answers, None)
+    whole = tok(rendered, add_special_tokens=False)["input_ids"]
+    assert got == [tok(rendered + a, add_special_tokens=False)["input_ids"][len(whole) :] for a in answers]
+
+
+def test_answer_tokens_fall_back_to_whole_prompt_tokenization(tiny_merge, monkeypatch):
+    # If the one-call tokenization disagrees with the probes, every answer is tokenized in context.
+    import calbench.trie as trie_module
+
+    tok = AutoTokenizer.from_pretrained(tiny_merge)
+    target = make_target("poisson", {"lambda": 40})
+    rendered = render(tok, prompt_text(target))
+    answers = list(canonical_space(target).strings)
+    monkeypatch.setattr(trie_module, "_joined", lambda tokenizer, prefix, texts: [[0] for _ in texts])
+    got = answer_tokens(tok, rendered, answers, None)
+    whole = tok(rendered, add_special_tokens=False)["input_ids"]
+    assert got == [tok(rendered + a, add_special_tokens=False)["input_ids"][len(whole) :] for a in answers]
+    assert got[0] != [0]
+
+
 def test_terminator_is_the_templates_end_of_turn(tiny_split, tiny_merge):
     chat = AutoTokenizer.from_pretrained(tiny_split)
     assert chat.convert_ids_to_tokens(terminator(chat, chat=True)) == "<|im_end|>"
