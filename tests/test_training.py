@@ -71,16 +71,34 @@ def test_soft_path_loss_equals_brute_force(tiny_split, tmp_path):
     assert loss == pytest.approx(np.mean(expected), rel=1e-5)
 
 
-def test_full_trie_loss_is_the_expected_path_loss(tiny_split, tmp_path):
+@pytest.mark.parametrize("row_nodes", [256, 9])
+def test_full_trie_loss_is_the_expected_path_loss(tiny_split, tmp_path, row_nodes):
+    # 256: the whole trie in one row; 9: split into many sub-trie rows that share ancestors.
     trainer, data = build(config(tiny_split, tmp_path, method="soft", soft_paths="all", max_bins=40, decimals=2))
     model = trainer.model.eval()
     prompt = 3
     trie = data.trie(prompt, 2, 40)
+    batch = FullTrieCollator(data, 2, 40, row_nodes=row_nodes)([Example(prompt, 0)])
+    assert (batch["input_ids"].shape[0] == 1) == (row_nodes == 256)
+    assert batch["row_index"].numel() == int((trie.child_ptr[1:] > trie.child_ptr[:-1]).sum())  # each inner node once
     with torch.no_grad():
-        loss = float(trainer.compute_loss(model, FullTrieCollator(data, 2, 40)([Example(prompt, 0)])))
+        loss = float(trainer.compute_loss(model, batch))
     weights = trie.mass[trie.ends] / trie.mass[0]
     expected = sum(w * brute_path_loss(model, data, prompt, trie, s) for s, w in enumerate(weights))
     assert loss == pytest.approx(expected, rel=1e-5)
+
+
+def test_full_trie_rows_give_the_same_gradient(tiny_split, tmp_path):
+    trainer, data = build(config(tiny_split, tmp_path, method="soft", soft_paths="all", max_bins=40, decimals=2))
+    model = trainer.model.eval()
+    grads = []
+    for row_nodes in (10**6, 7):
+        model.zero_grad(set_to_none=True)
+        batch = FullTrieCollator(data, 2, 40, row_nodes=row_nodes)([Example(3, 0), Example(5, 0)])
+        trainer.compute_loss(model, batch).backward()
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]))
+    assert grads[0].abs().max() > 0
+    torch.testing.assert_close(grads[1], grads[0], rtol=1e-4, atol=1e-7)
 
 
 def test_gradient_vanishes_at_the_target():

@@ -12,8 +12,9 @@ last position and the model only computes logits for the trained window
 * ``SoftPathCollator``: one sampled answer y ~ P_Y; the rows are the L + 1 positions
   along Tok(y)∘terminator, each with its trie children and q;
 * ``FullTrieCollator``: the whole trie packed after the prompt (each node attends to the
-  prompt and its ancestors, at position prompt + depth), every inner node a row,
-  weighted so the loss is the exact expectation of the path loss;
+  prompt and its ancestors, at position prompt + depth), in rows of a few hundred nodes
+  (sub-tries), every inner node trained once, weighted so the loss is the exact
+  expectation of the path loss;
 * ``HardCollator``: one sampled answer from the 16384-string space, tokenized in context
   (no trie needed), with cross-entropy labels on its tokens and terminator.
 """
@@ -147,52 +148,101 @@ class SoftPathCollator:
 
 @dataclass
 class FullTrieCollator:
+    """Every inner trie node of each example's prompt, packed into rows of about ``row_nodes`` nodes.
+
+    A row is the prompt followed by the nodes on the paths of a run of consecutive
+    strings (a sub-trie), each node at position prompt + depth and attending to the
+    prompt and its ancestors only. A node's next-token distribution depends on nothing
+    else, so it is trained in the first row that holds it, with its children in the
+    whole trie as targets. Rows keep tree attention cheap: a row of n nodes costs
+    (prompt + n)² attention instead of the whole trie's (prompt + N)²; the price is the
+    prompt and a few shared ancestors repeated per row.
+    """
+
     data: TrainingSet
     decimals: int
     max_bins: int
+    row_nodes: int = 256
 
     def __call__(self, batch: list[Example]) -> dict[str, Any]:
-        packed, positions, parents, child_ids, child_q, weights = [], [], [], [], [], []
+        rows: list[tuple[list[int], list[int], np.ndarray]] = []  # (ids, positions, parent slot per node)
+        losses: list[list[int]] = []  # trained positions of each row
+        child_ids, child_q, weights = [], [], []
         for ex in batch:
             trie = self.data.trie(ex.prompt, self.decimals, self.max_bins)
             prompt = self.data.prompt_ids[ex.prompt]
-            inner = np.flatnonzero(trie.child_ptr[1:] > trie.child_ptr[:-1])  # root first (breadth-first ids)
-            ids, q = children_targets(trie, inner)
-            packed.append(prompt + trie.tokens[inner[1:]].tolist())
-            positions.append(list(range(len(prompt))) + (len(prompt) - 1 + trie.depth[inner[1:]]).tolist())
-            slot = np.full(trie.n_nodes, -1)
-            slot[inner] = np.arange(inner.size)
-            parents.append((len(prompt), slot[trie.parent[inner[1:]]]))
-            child_ids.append(ids)
-            child_q.append(q)
-            weights.append(node_weights(trie)[inner] / len(batch))
-        width = max(len(p) for p in packed)
-        keep = max(w.size for w in weights)
-        input_ids = torch.full((len(batch), width), self.data.tokenizer.pad_token_id or 0, dtype=torch.long)
-        position_ids = torch.zeros((len(batch), width), dtype=torch.long)
-        allowed = torch.zeros((len(batch), 1, width, width), dtype=torch.bool)
+            w = node_weights(trie) / len(batch)
+            for nodes, owned in _sub_tries(trie, self.row_nodes):
+                slot = {0: 0, **{int(n): k + 1 for k, n in enumerate(nodes)}}  # slot 0 = the root
+                parent = np.array([slot[int(p)] for p in trie.parent[nodes]], dtype=np.int64)
+                rows.append(
+                    (
+                        prompt + trie.tokens[nodes].tolist(),
+                        list(range(len(prompt))) + (len(prompt) - 1 + trie.depth[nodes]).tolist(),
+                        parent,
+                    )
+                )
+                losses.append([len(prompt) - 1 + slot[int(n)] for n in owned])
+                ids, q = children_targets(trie, owned)
+                child_ids.append(ids)
+                child_q.append(q)
+                weights.append(w[owned])
+        width = max(len(ids) for ids, _, _ in rows)
+        keep = max(len(ids) - pos[0] for (ids, _, _), pos in zip(rows, losses, strict=True))
+        input_ids = torch.full((len(rows), width), self.data.tokenizer.pad_token_id or 0, dtype=torch.long)
+        position_ids = torch.zeros((len(rows), width), dtype=torch.long)
+        allowed = torch.zeros((len(rows), 1, width, width), dtype=torch.bool)
         index: list[int] = []
-        for b, (seq, pos, (n_prompt, parent_slot)) in enumerate(zip(packed, positions, parents, strict=True)):
+        for r, ((seq, pos, parent), trained) in enumerate(zip(rows, losses, strict=True)):
             off = width - len(seq)
-            input_ids[b, off:] = torch.tensor(seq)
-            position_ids[b, off:] = torch.tensor(pos)
-            allowed[b, 0, range(width), range(width)] = True  # padding sees itself: no empty rows
-            allowed[b, 0, off : off + n_prompt, off : off + n_prompt] = torch.tril(
+            n_prompt = len(seq) - parent.size
+            input_ids[r, off:] = torch.tensor(seq)
+            position_ids[r, off:] = torch.tensor(pos)
+            allowed[r, 0, range(width), range(width)] = True  # padding sees itself: no empty rows
+            allowed[r, 0, off : off + n_prompt, off : off + n_prompt] = torch.tril(
                 torch.ones(n_prompt, n_prompt, dtype=torch.bool)
             )
             # Node k (packed after the prompt) sees the prompt, then its ancestors and itself.
-            nodes = len(seq) - n_prompt
-            ancestor = torch.zeros((nodes + 1, nodes + 1), dtype=torch.bool)  # slot 0 = the root
+            ancestor = torch.zeros((parent.size + 1, parent.size + 1), dtype=torch.bool)
             ancestor[0, 0] = True
-            for k in range(1, nodes + 1):
-                ancestor[k] = ancestor[int(parent_slot[k - 1])]
+            for k in range(1, parent.size + 1):
+                ancestor[k] = ancestor[int(parent[k - 1])]
                 ancestor[k, k] = True
-            rows = slice(off + n_prompt, width)
-            allowed[b, 0, rows, off : off + n_prompt] = True
-            allowed[b, 0, rows, off + n_prompt : width] = ancestor[1:, 1:]
-            index.extend(b * keep + keep - weights[b].size + np.arange(weights[b].size))
-        batch_out = _soft_batch(input_ids, allowed, position_ids, keep, index, child_ids, child_q, weights)
-        return batch_out
+            allowed[r, 0, off + n_prompt :, off : off + n_prompt] = True
+            allowed[r, 0, off + n_prompt :, off + n_prompt :] = ancestor[1:, 1:]
+            index.extend(r * keep + keep - (len(seq) - p) for p in trained)
+        return _soft_batch(input_ids, allowed, position_ids, keep, index, child_ids, child_q, weights)
+
+
+def _sub_tries(trie: Trie, row_nodes: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Rows of a trie: (the inner nodes on the paths of a run of strings, the nodes trained there).
+
+    Strings are taken in order, and a row closes when the next string's new nodes would
+    take it past ``row_nodes``. Node lists are in id order (parents before children).
+    The root (trained at the prompt's last token) is trained in the first row, listed as 0.
+    """
+    paths = trie.string_nodes()
+    out: list[tuple[np.ndarray, np.ndarray]] = []
+    seen: set[int] = {0}
+    row: set[int] = set()
+
+    def close() -> None:
+        nodes = np.array(sorted(row), dtype=np.int64)
+        owned = [0] if not out else []
+        owned += [n for n in nodes.tolist() if n not in seen]
+        seen.update(owned)
+        if owned:
+            out.append((nodes, np.array(owned, dtype=np.int64)))
+        row.clear()
+
+    for path in paths:
+        inner = {int(n) for n in path[path >= 0][:-1]}  # the end node is a leaf: nothing to predict after it
+        if row and len(row | inner) > row_nodes:
+            close()
+        row |= inner
+    if row or not out:
+        close()
+    return out
 
 
 def _soft_batch(
