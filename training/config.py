@@ -37,6 +37,11 @@ class TrainConfig:
         "trie node weighted by its share of the path loss, in one packed forward (exact, no sampling variance)",
         default="sample",
     )
+    trie_row_nodes: int = _flag(
+        "soft-paths all: trie nodes per packed row (a row is the prompt plus a sub-trie; smaller rows make "
+        "tree attention cheaper and repeat the prompt more often)",
+        default=256,
+    )
     decimals: int = _flag("decimals of the canonical answers", default=5)
     max_bins: int | None = _flag("strings per canonical space (default: 1001 soft, 16384 hard)", default=None)
     epochs: int | None = _flag("passes over the training prompts (default: 3 soft, 2 hard)", default=None)
@@ -103,7 +108,15 @@ def from_args(args: argparse.Namespace) -> TrainConfig:
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)}
     values["target_modules"] = tuple(values["target_modules"])
     config = TrainConfig(**values)
-    for name in ("decimals", "batch_size", "effective_batch", "lora_r", "save_steps", "logging_steps"):
+    for name in (
+        "decimals",
+        "batch_size",
+        "effective_batch",
+        "lora_r",
+        "save_steps",
+        "logging_steps",
+        "trie_row_nodes",
+    ):
         if getattr(config, name) < (0 if name == "decimals" else 1):
             raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(config, name)}")
     if config.effective_batch % config.batch_size:

@@ -191,27 +191,34 @@ class FullTrieCollator:
         keep = max(len(ids) - pos[0] for (ids, _, _), pos in zip(rows, losses, strict=True))
         input_ids = torch.full((len(rows), width), self.data.tokenizer.pad_token_id or 0, dtype=torch.long)
         position_ids = torch.zeros((len(rows), width), dtype=torch.long)
-        allowed = torch.zeros((len(rows), 1, width, width), dtype=torch.bool)
+        allowed = np.zeros((len(rows), 1, width, width), dtype=bool)
+        diagonal = np.arange(width)
         index: list[int] = []
         for r, ((seq, pos, parent), trained) in enumerate(zip(rows, losses, strict=True)):
             off = width - len(seq)
             n_prompt = len(seq) - parent.size
             input_ids[r, off:] = torch.tensor(seq)
             position_ids[r, off:] = torch.tensor(pos)
-            allowed[r, 0, range(width), range(width)] = True  # padding sees itself: no empty rows
-            allowed[r, 0, off : off + n_prompt, off : off + n_prompt] = torch.tril(
-                torch.ones(n_prompt, n_prompt, dtype=torch.bool)
-            )
+            allowed[r, 0, diagonal, diagonal] = True  # padding sees itself: no empty rows
+            allowed[r, 0, off : off + n_prompt, off : off + n_prompt] = np.tri(n_prompt, dtype=bool)
             # Node k (packed after the prompt) sees the prompt, then its ancestors and itself.
-            ancestor = torch.zeros((parent.size + 1, parent.size + 1), dtype=torch.bool)
-            ancestor[0, 0] = True
-            for k in range(1, parent.size + 1):
-                ancestor[k] = ancestor[int(parent[k - 1])]
-                ancestor[k, k] = True
             allowed[r, 0, off + n_prompt :, off : off + n_prompt] = True
-            allowed[r, 0, off + n_prompt :, off + n_prompt :] = ancestor[1:, 1:]
+            allowed[r, 0, off + n_prompt :, off + n_prompt :] = _ancestors(parent)
             index.extend(r * keep + keep - (len(seq) - p) for p in trained)
-        return _soft_batch(input_ids, allowed, position_ids, keep, index, child_ids, child_q, weights)
+        return _soft_batch(input_ids, torch.from_numpy(allowed), position_ids, keep, index, child_ids, child_q, weights)
+
+
+def _ancestors(parent: np.ndarray) -> np.ndarray:
+    """(n, n) bool: node j is node i or one of its ancestors; ``parent`` holds 1-based slots, 0 = root."""
+    n = parent.size
+    up = np.concatenate([[0], parent])
+    out = np.zeros((n + 1, n + 1), dtype=bool)
+    rows = np.arange(1, n + 1)
+    cur = rows.copy()
+    while (live := cur > 0).any():  # one step up per pass: as many passes as the trie is deep
+        out[rows[live], cur[live]] = True
+        cur = up[cur]
+    return out[1:, 1:]
 
 
 def _sub_tries(trie: Trie, row_nodes: int) -> list[tuple[np.ndarray, np.ndarray]]:

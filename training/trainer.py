@@ -106,7 +106,7 @@ def build(config: TrainConfig) -> tuple[CalibrationTrainer, TrainingSet]:
     if config.method == "hard":
         collator = HardCollator(data, config.decimals, config.max_bins)
     elif config.soft_paths == "all":
-        collator = FullTrieCollator(data, config.decimals, config.max_bins)
+        collator = FullTrieCollator(data, config.decimals, config.max_bins, config.trie_row_nodes)
     else:
         collator = SoftPathCollator(data, config.decimals, config.max_bins)
     args = TrainingArguments(
