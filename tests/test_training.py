@@ -176,6 +176,20 @@ def test_run_writes_an_adapter_with_its_card(tiny_split, tmp_path):
     assert not (tmp_path / ".adapter.partial").exists()  # nothing half-written left behind
 
 
+def test_card_names_the_hub_model_of_a_catalogue_base(tiny_split, tmp_path):
+    from calbench.training import card
+    from calbench.training.config import TrainConfig
+
+    summary = json.loads(
+        (run(config(tiny_split, tmp_path, method="hard", max_steps=1)) / "calbench_train.json").read_text()
+    )
+    text = card.render(TrainConfig(method="hard", model="smollm2-135m-instruct").resolve(), summary)
+    assert "base_model: HuggingFaceTB/SmolLM2-135M-Instruct" in text
+    assert "pretrained=$(calbench models path smollm2-135m-instruct),peft=" in text
+    local = card.render(TrainConfig(method="hard", model=str(tiny_split)).resolve(), summary)
+    assert f"base_model: {summary['base_model']}" in local
+
+
 def test_adapter_changes_the_scores(tiny_split, tmp_path):
     from calbench import runner
 

@@ -31,16 +31,28 @@ def render(config: TrainConfig, summary: dict[str, Any], evaluation: str | None 
         if config.method == "soft"
         else "hard targets: cross-entropy on sampled answers and their terminator"
     )
+    from calbench import models
+
+    entry = models.CATALOGUE.get(config.model)
+    if entry is not None:  # a catalogue model: name the hub model, say which weights were trained
+        hub, base = entry.hub_id, f"$(calbench models path {config.model})"
+        about = (
+            f"calbench's `{config.model}` model ({entry.description}, dequantized to fp32; its folder:"
+            f" `calbench models path {config.model}`), a quantized copy of `{hub}`,"
+        )
+    else:
+        hub = base = summary["base_model"]
+        about = f"`{hub}`"
     lines = [
         "---",
         "library_name: peft",
-        f"base_model: {summary['base_model']}",
+        f"base_model: {hub}",
         "tags: [calbench, lora, calibration]",
         "---",
         "",
         f"# calbench {config.method}-target LoRA adapter",
         "",
-        f"A LoRA adapter that trains `{summary['base_model']}` to sample numbers from the distribution a prompt",
+        f"A LoRA adapter that trains {about} to sample numbers from the distribution a prompt",
         "asks for, made with calbench's training add-on.",
         "",
         f"- **Method**: {method}.",
@@ -66,7 +78,7 @@ def render(config: TrainConfig, summary: dict[str, Any], evaluation: str | None 
         "## Use",
         "",
         "```bash",
-        f"lm_eval --model hf --model_args pretrained={summary['base_model']},peft=<this folder> \\",
+        f"lm_eval --model hf --model_args pretrained={base},peft=<this folder> \\",
         "  --include_path $(calbench tasks-path) --tasks calbench_numeric_unseen --apply_chat_template",
         "```",
         "",
