@@ -167,13 +167,16 @@ def answer_tokens(tokenizer: Any, rendered: str, answers: Sequence[str], end: in
     tokenized in one call, joined by a special token (tokenizers split on special tokens
     before anything else, so each piece is tokenized on its own): first each answer
     alone, then, if that disagrees, each after a short tail of the prompt that starts at
-    a special token or a line break. A sample of answers is checked against whole-prompt
+    a special token or a line break. A sample of answers is checked against in-context
     tokenization, and any disagreement falls back to the exact path for all of them.
-    Answers tokenized alone do not depend on the prompt and are cached per tokenizer.
+    In context means after the whole prompt, or, for a fast tokenizer, after the prompt's
+    end from its last special token on (the same tokens: nothing merges across a special
+    token). Answers tokenized alone do not depend on the prompt and are cached per tokenizer.
     """
+    context = _context(tokenizer, rendered)
     rng = random.Random(len(answers))
     probe = sorted({0, len(answers) - 1, *rng.sample(range(len(answers)), min(8, len(answers)))})
-    exact = _slice_after(tokenizer, rendered, [answers[i] for i in probe])
+    exact = _slice_after(tokenizer, context, [answers[i] for i in probe])
     out: list[list[int]] | None = None
     for prefix in ("", _tail(tokenizer, rendered)):
         out = _joined(tokenizer, prefix, answers)
@@ -181,9 +184,9 @@ def answer_tokens(tokenizer: Any, rendered: str, answers: Sequence[str], end: in
             break
         out = None
     if out is None:
-        out = _slice_after(tokenizer, rendered, answers)
-    whole = tokenizer(rendered, add_special_tokens=False)["input_ids"]
-    check = tokenizer(rendered + answers[0], add_special_tokens=False)["input_ids"]
+        out = _slice_after(tokenizer, context, answers)
+    whole = tokenizer(context, add_special_tokens=False)["input_ids"]
+    check = tokenizer(context + answers[0], add_special_tokens=False)["input_ids"]
     if check[: len(whole)] != whole:
         raise ValueError(
             f"the prompt's last tokens change when an answer follows ({answers[0]!r}): "
@@ -232,16 +235,21 @@ def _joined(tokenizer: Any, prefix: str, texts: Sequence[str]) -> list[list[int]
             return None
         marks.append(len(ids))
         lead = head[1:]
+        if lead and any(ids[a + 1 : a + 1 + len(lead)] != lead for a in marks[:-1]):
+            return None
         if len(cache) + len(todo) > _ALONE_MAX:
             cache.clear()
-        fresh = {}
-        for text, a, b in zip(todo, marks[:-1], marks[1:], strict=False):
-            piece = ids[a + 1 : b]
-            if piece[: len(lead)] != lead:
-                return None
-            fresh[text] = piece[len(lead) :]
-        cache.update(fresh)
+        pieces = [ids[a + 1 + len(lead) : b] for a, b in itertools.pairwise(marks)]
+        cache.update(zip(todo, pieces, strict=True))
     return [cache[t] for t in texts]
+
+
+def _context(tokenizer: Any, rendered: str) -> str:
+    """The end of the prompt from its last special token on (fast tokenizers), else the whole prompt."""
+    if not getattr(tokenizer, "is_fast", False):
+        return rendered
+    at = max((rendered.rfind(t) for t in getattr(tokenizer, "all_special_tokens", []) if t), default=-1)
+    return rendered[max(at, 0) :]
 
 
 def _tail(tokenizer: Any, rendered: str) -> str:
