@@ -225,6 +225,8 @@ def _joined(tokenizer: Any, prefix: str, texts: Sequence[str]) -> list[list[int]
         cache = _ALONE.setdefault(tokenizer, {}) if not prefix else {}
     except TypeError:  # not weak-referenceable
         cache = {}
+    if len(cache) + len(texts) > _ALONE_MAX:
+        cache.clear()
     todo = list(dict.fromkeys(t for t in texts if t not in cache))
     if any(sep in t for t in todo):
         return None
@@ -237,8 +239,6 @@ def _joined(tokenizer: Any, prefix: str, texts: Sequence[str]) -> list[list[int]
         lead = head[1:]
         if lead and any(ids[a + 1 : a + 1 + len(lead)] != lead for a in marks[:-1]):
             return None
-        if len(cache) + len(todo) > _ALONE_MAX:
-            cache.clear()
         pieces = [ids[a + 1 + len(lead) : b] for a, b in itertools.pairwise(marks)]
         cache.update(zip(todo, pieces, strict=True))
     return [cache[t] for t in texts]

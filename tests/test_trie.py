@@ -86,6 +86,21 @@ def test_answer_tokens_for_a_base_prompt_and_a_negative_integer_space(model, req
     assert got == [tok(rendered + a, add_special_tokens=False)["input_ids"][len(whole) :] for a in answers]
 
 
+def test_answer_tokens_cache_stays_exact_when_full(tiny_split, monkeypatch):
+    import calbench.trie as trie_module
+
+    monkeypatch.setattr(trie_module, "_ALONE_MAX", 250)
+    tok = AutoTokenizer.from_pretrained(tiny_split)
+    for mu, bins in ((0, 200), (1, 200), (0, 120)):  # overlapping spaces; the cache overflows and is cleared
+        target = make_target("gaussian", {"mu": mu, "sigma": 2})
+        rendered = render(tok, prompt_text(target))
+        answers = list(canonical_space(target, 2, bins).strings)
+        whole = tok(rendered, add_special_tokens=False)["input_ids"]
+        expected = [tok(rendered + a, add_special_tokens=False)["input_ids"][len(whole) :] for a in answers]
+        assert answer_tokens(tok, rendered, answers, None) == expected
+        assert len(trie_module._ALONE[tok]) <= 250
+
+
 def test_answer_tokens_fall_back_to_whole_prompt_tokenization(tiny_merge, monkeypatch):
     # If the one-call tokenization disagrees with the probes, every answer is tokenized in context.
     import calbench.trie as trie_module
