@@ -15,7 +15,9 @@ terminator: its end-of-turn token for chat models (``<|im_end|>``, ``<|eot_id|>`
 from __future__ import annotations
 
 import itertools
+import json
 import random
+import re
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -163,11 +165,13 @@ def terminator(tokenizer: Any, chat: bool) -> int:
 def answer_tokens(tokenizer: Any, rendered: str, answers: Sequence[str], end: int | None) -> list[list[int]]:
     """Token ids of each answer as it follows ``rendered`` in context, plus the terminator ``end``.
 
-    Tokenizing the whole prompt once per answer is exact but slow, so all answers are
-    tokenized in one call, joined by a special token (tokenizers split on special tokens
-    before anything else, so each piece is tokenized on its own): first each answer
-    alone, then, if that disagrees, each after a short tail of the prompt that starts at
-    a special token or a line break. A sample of answers is checked against in-context
+    Tokenizing the whole prompt once per answer is exact but slow. Decimal answers for a
+    byte-level BPE tokenizer (GPT-2's pre-tokenizer: sign, digit runs and the point are
+    separate words) are assembled from the BPE of their words, each computed once.
+    Otherwise all answers are tokenized in one call, joined by a special token
+    (tokenizers split on special tokens before anything else, so each piece is tokenized
+    on its own): first each answer alone, then, if that disagrees, each after a short
+    tail of the prompt that starts at a special token or a line break. A sample of answers is checked against in-context
     tokenization, and any disagreement falls back to the exact path for all of them.
     In context means after the whole prompt, or, for a fast tokenizer, after the prompt's
     end from its last special token on (the same tokens: nothing merges across a special
@@ -178,8 +182,12 @@ def answer_tokens(tokenizer: Any, rendered: str, answers: Sequence[str], end: in
     probe = sorted({0, len(answers) - 1, *rng.sample(range(len(answers)), min(8, len(answers)))})
     exact = _slice_after(tokenizer, context, [answers[i] for i in probe])
     out: list[list[int]] | None = None
-    for prefix in ("", _tail(tokenizer, rendered)):
-        out = _joined(tokenizer, prefix, answers)
+    for attempt in (
+        lambda: _by_pieces(tokenizer, answers),
+        lambda: _joined(tokenizer, "", answers),
+        lambda: _joined(tokenizer, _tail(tokenizer, rendered), answers),
+    ):
+        out = attempt()
         if out is not None and all(out[i] == e for i, e in zip(probe, exact, strict=True)):
             break
         out = None
@@ -242,6 +250,66 @@ def _joined(tokenizer: Any, prefix: str, texts: Sequence[str]) -> list[list[int]
         pieces = [ids[a + 1 + len(lead) : b] for a, b in itertools.pairwise(marks)]
         cache.update(zip(todo, pieces, strict=True))
     return [cache[t] for t in texts]
+
+
+_DECIMALS = re.compile(r"(?:-?[0-9]+(?:\.[0-9]+)?\n)+")  # decimal numbers, one per line
+# Per tokenizer: its BPE model and the token ids of words seen so far, or None (not byte-level BPE).
+_PIECES: weakref.WeakKeyDictionary[Any, tuple[Any, dict[str, list[int]]] | None] = weakref.WeakKeyDictionary()
+
+
+def _byte_level_bpe(tokenizer: Any) -> tuple[Any, dict[str, list[int]]] | None:
+    """The BPE model of a fast tokenizer that is exactly: no normalizer, GPT-2 byte-level
+    pre-tokenizer (its regex splits a decimal number into sign, digit runs and point),
+    BPE without dropout, and no added token made of digits, signs or points; else None."""
+    try:
+        if tokenizer in _PIECES:
+            return _PIECES[tokenizer]
+    except TypeError:  # not weak-referenceable
+        return None
+    state: tuple[Any, dict[str, list[int]]] | None = None
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        spec = json.loads(backend.to_str())
+        pre, model = spec.get("pre_tokenizer") or {}, spec.get("model") or {}
+        added = [str(a.get("content", "")) for a in spec.get("added_tokens") or []]
+        if (
+            spec.get("normalizer") is None
+            and pre.get("type") == "ByteLevel"
+            and pre.get("use_regex", True)
+            and not pre.get("add_prefix_space", False)
+            and model.get("type") == "BPE"
+            and not model.get("dropout")
+            and not any(a and set(a) <= set("-.0123456789") for a in added)
+        ):
+            state = (backend.model, {})
+    _PIECES[tokenizer] = state
+    return state
+
+
+def _by_pieces(tokenizer: Any, texts: Sequence[str]) -> list[list[int]] | None:
+    """Tokens of decimal answers alone, from the BPE of their words (sign, digits, point, digits)."""
+    state = _byte_level_bpe(tokenizer)
+    if state is None or not _DECIMALS.fullmatch("\n".join(texts) + "\n"):
+        return None
+    model, cache = state
+    if len(cache) > _ALONE_MAX:
+        cache.clear()
+    get = cache.get
+
+    def word(w: str) -> list[int]:
+        ids = cache[w] = [t.id for t in model.tokenize(w)]
+        return ids
+
+    minus, point = get("-") or word("-"), get(".") or word(".")
+    out = []
+    for t in texts:
+        neg = t[0] == "-"
+        whole, dot, frac = t[neg:].partition(".")
+        ids = get(whole) or word(whole)
+        if neg:
+            ids = minus + ids
+        out.append(ids + point + (get(frac) or word(frac)) if dot else ids)
+    return out
 
 
 def _context(tokenizer: Any, rendered: str) -> str:

@@ -101,6 +101,45 @@ def test_answer_tokens_cache_stays_exact_when_full(tiny_split, monkeypatch):
         assert len(trie_module._ALONE[tok]) <= 250
 
 
+def _byte_level_bpe_tokenizer(tmp_path):
+    # GPT-2-style: byte-level pre-tokenizer with its regex, BPE merges inside digit runs.
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    rng = np.random.default_rng(0)
+    corpus = [f"Say {x:.3f} or {int(x)} now.\n" for x in rng.normal(0, 400, 3000)]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=600, special_tokens=["<|end|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tok.train_from_iterator(corpus, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|end|>")
+
+
+@pytest.mark.parametrize("added", [None, "12"])
+def test_answer_tokens_from_bpe_words(tmp_path, added):
+    import calbench.trie as trie_module
+
+    tok = _byte_level_bpe_tokenizer(tmp_path)
+    if added:  # an added token made of digits: words alone no longer give the answer's tokens
+        tok.add_tokens([added])
+    assert any(len(tok.convert_ids_to_tokens(i)) > 1 for i in tok("123456", add_special_tokens=False)["input_ids"])
+    assert (trie_module._byte_level_bpe(tok) is None) == bool(added)
+    for target, decimals in (
+        (make_target("gaussian", {"mu": -3, "sigma": 40}), 3),
+        (make_target("poisson", {"lambda": 900}), 0),
+    ):
+        rendered = prompt_text(target) + "\n<|end|>"
+        answers = list(canonical_space(target, decimals, 500).strings)
+        whole = tok(rendered, add_special_tokens=False)["input_ids"]
+        expected = [tok(rendered + a, add_special_tokens=False)["input_ids"][len(whole) :] for a in answers]
+        assert answer_tokens(tok, rendered, answers, None) == expected
+        if not added:
+            assert trie_module._by_pieces(tok, answers) == expected
+
+
 def test_answer_tokens_fall_back_to_whole_prompt_tokenization(tiny_merge, monkeypatch):
     # If the one-call tokenization disagrees with the probes, every answer is tokenized in context.
     import calbench.trie as trie_module
