@@ -180,7 +180,14 @@ def answer_tokens(tokenizer: Any, rendered: str, answers: Sequence[str], end: in
     context = _context(tokenizer, rendered)
     rng = random.Random(len(answers))
     probe = sorted({0, len(answers) - 1, *rng.sample(range(len(answers)), min(8, len(answers)))})
-    exact = _slice_after(tokenizer, context, [answers[i] for i in probe])
+    whole = tokenizer(context, add_special_tokens=False)["input_ids"]
+    joint = tokenizer([context + answers[i] for i in probe], add_special_tokens=False)["input_ids"]
+    if joint[0][: len(whole)] != whole:  # probe 0 is answers[0]
+        raise ValueError(
+            f"the prompt's last tokens change when an answer follows ({answers[0]!r}): "
+            "the answer boundary is not a token boundary for this tokenizer"
+        )
+    exact = [ids[len(whole) :] for ids in joint]
     out: list[list[int]] | None = None
     for attempt in (
         lambda: _by_pieces(tokenizer, answers),
@@ -193,13 +200,6 @@ def answer_tokens(tokenizer: Any, rendered: str, answers: Sequence[str], end: in
         out = None
     if out is None:
         out = _slice_after(tokenizer, context, answers)
-    whole = tokenizer(context, add_special_tokens=False)["input_ids"]
-    check = tokenizer(context + answers[0], add_special_tokens=False)["input_ids"]
-    if check[: len(whole)] != whole:
-        raise ValueError(
-            f"the prompt's last tokens change when an answer follows ({answers[0]!r}): "
-            "the answer boundary is not a token boundary for this tokenizer"
-        )
     suffix = [] if end is None else [end]
     return [ids + suffix for ids in out]
 

@@ -140,6 +140,12 @@ def test_answer_tokens_from_bpe_words(tmp_path, added):
             assert trie_module._by_pieces(tok, answers) == expected
 
 
+def test_answer_tokens_refuse_a_prompt_that_merges_with_the_answer(tiny_merge):
+    tok = AutoTokenizer.from_pretrained(tiny_merge)
+    with pytest.raises(ValueError, match="not a token boundary"):
+        answer_tokens(tok, "Pick a number: 12", ["3", "34", "5"], None)
+
+
 def test_answer_tokens_fall_back_to_whole_prompt_tokenization(tiny_merge, monkeypatch):
     # If the one-call tokenization disagrees with the probes, every answer is tokenized in context.
     import calbench.trie as trie_module
