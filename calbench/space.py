@@ -45,14 +45,40 @@ class Space:
 
 def format_lattice(k: np.ndarray | int, decimals: int) -> list[str]:
     """Exact decimal strings of ``k * 10**-decimals`` for integers ``k`` (no float rounding)."""
+    ks = np.atleast_1d(k)
+    if ks.dtype == np.int64 and ks.size >= 64 and np.abs(ks).max() < 10**18:
+        return _format_many(ks, decimals)
     if decimals == 0:
-        return [str(ki) for ki in np.atleast_1d(k).tolist()]
+        return [str(ki) for ki in ks.tolist()]
     scale = 10**decimals
     out = []
-    for ki in np.atleast_1d(k).tolist():
+    for ki in ks.tolist():
         whole, frac = divmod(abs(ki), scale)
         out.append(f"{'-' if ki < 0 else ''}{whole}.{frac:0{decimals}d}")
     return out
+
+
+def _format_many(ks: np.ndarray, decimals: int) -> list[str]:
+    """format_lattice for an int64 array with |k| < 10**18, as one byte matrix.
+
+    Each row is the sign (or a blank), the integer digits with leading zeros blanked,
+    the point and the fraction digits, then a line break; removing the blanks and
+    splitting the lines gives the strings.
+    """
+    mag = np.abs(ks)
+    width = max(len(str(int(mag.max()))), decimals + 1)
+    digits = (mag[:, None] // 10 ** np.arange(width - 1, -1, -1, dtype=np.int64)) % 10 + ord("0")
+    whole = mag // 10**decimals
+    n_int = np.ones(ks.size, dtype=np.int64)  # digits of the integer part
+    for p in range(1, width - decimals):
+        n_int += whole >= 10**p
+    digits[np.arange(width)[None, :] < (width - decimals - n_int)[:, None]] = ord(" ")
+    columns = [np.where(ks < 0, ord("-"), ord(" "))[:, None], digits[:, : width - decimals]]
+    if decimals:
+        columns += [np.full((ks.size, 1), ord(".")), digits[:, width - decimals :]]
+    columns.append(np.full((ks.size, 1), ord("\n")))
+    text = np.concatenate(columns, axis=1).astype(np.uint8).tobytes().decode("ascii")
+    return text.replace(" ", "").split("\n")[:-1]
 
 
 def _lattice(lo_k: int, hi_k: int, max_bins: int) -> np.ndarray:

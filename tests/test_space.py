@@ -155,3 +155,16 @@ def test_bad_arguments(decimals: int, max_bins: int) -> None:
     target = make_target("gaussian", {"mu": 0, "sigma": 1})
     with pytest.raises(ValueError, match="decimals" if decimals < 0 else "max_bins"):
         canonical_space(target, decimals, max_bins)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    ks=st.lists(st.integers(-(10**18) + 1, 10**18 - 1), min_size=64, max_size=200),
+    small=st.integers(-(10**6), 10**6),
+    decimals=st.integers(0, 8),
+)
+def test_format_lattice_arrays_are_exact(ks: list[int], small: int, decimals: int) -> None:
+    # Long int64 arrays take a vectorised path; it must agree with exact decimal arithmetic.
+    ks = [*ks, small, 0, -1, 10**decimals]
+    got = format_lattice(np.array(ks, dtype=np.int64), decimals)
+    assert got == [f"{Decimal(k).scaleb(-decimals):.{decimals}f}" for k in ks]
