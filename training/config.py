@@ -34,7 +34,7 @@ class TrainConfig:
     )
     soft_paths: Literal["sample", "all"] = _flag(
         "soft only: 'sample' trains along one sampled path per example (the paper); 'all' trains on every "
-        "trie node weighted by its share of the path loss, in one packed forward (exact, no sampling variance)",
+        "trie node weighted by its share of the path loss, packed in sub-trie rows (exact, no sampling variance)",
         default="sample",
     )
     trie_row_nodes: int = _flag(
