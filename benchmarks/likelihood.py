@@ -18,7 +18,6 @@ import os
 import tempfile
 import time
 
-import numpy as np
 import torch
 from lm_eval.api.instance import Instance
 from lm_eval.models.huggingface import HFLM
@@ -54,8 +53,7 @@ def trie_shape(lm: HFLM, reqs: list[Instance]) -> tuple[int, int, int]:
     """(prompt tokens, trie nodes, inner nodes) of one prompt's requests."""
     pairs = [lm._encode_pair(*r.args) for r in reqs]
     trie = build_trie([a for _, a in pairs if a], allow_prefixes=True)
-    inner = int(np.count_nonzero(trie.child_ptr[1:] > trie.child_ptr[:-1])) - 1
-    return len(pairs[0][0]), trie.n_nodes - 1, inner
+    return len(pairs[0][0]), trie.n_nodes - 1, trie.inner().size - 1
 
 
 @torch.no_grad()

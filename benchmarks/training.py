@@ -47,8 +47,7 @@ def step_time(trainer, collator, examples, repeats: int) -> tuple[float, int]:  
 def trie_tokens(data, example, decimals: int, max_bins: int) -> int:  # type: ignore[no-untyped-def]
     """Prompt tokens plus the trie's inner nodes other than the root: the tokens the full trie feeds."""
     trie = data.trie(example.prompt, decimals, max_bins)
-    inner = int((trie.child_ptr[1:] > trie.child_ptr[:-1]).sum())
-    return len(data.prompt_ids[example.prompt]) + inner - 1
+    return len(data.prompt_ids[example.prompt]) + trie.inner().size - 1
 
 
 def plain_step(model, tokens: int, repeats: int, row: int = 64) -> float:  # type: ignore[no-untyped-def]

@@ -104,7 +104,7 @@ def score_trie(model: Any, prompt_ids: Sequence[int], trie: Trie, chunk: int | N
     _assign(trie, np.array([0]), out.logits[0, -1:].float(), edge_lp, greedy)
     del out
 
-    inner = np.flatnonzero(trie.child_ptr[1:] > trie.child_ptr[:-1])
+    inner = trie.inner()
     order, last = dfs_order(trie, inner[inner > 0])
     subtree_end = np.full(n, -1, dtype=np.int64)  # DFS index of the last inner node under each node
     subtree_end[order] = last
@@ -157,12 +157,7 @@ def _tree_mask(
     column[nodes] = n_prompt + len(outside) + np.arange(nodes.size)
     allowed = np.zeros((nodes.size, n_prompt + len(outside) + nodes.size), dtype=bool)
     allowed[:, :n_prompt] = True
-    rows = np.arange(nodes.size)
-    walk = nodes.copy()
-    while np.any(walk > 0):  # the node itself, then each ancestor up to the root
-        live = walk > 0
-        allowed[rows[live], column[walk[live]]] = True
-        walk = np.where(live, trie.parent[np.maximum(walk, 0)], 0)
+    trie.mark_paths(nodes, column, allowed)
     mask = torch.full((1, 1, *allowed.shape), torch.finfo(dtype).min, dtype=dtype, device=device)
     return mask.masked_fill_(torch.from_numpy(allowed).to(device)[None, None], 0.0)
 

@@ -47,6 +47,20 @@ class Trie:
     def children(self, node: int) -> np.ndarray:
         return self.child_idx[self.child_ptr[node] : self.child_ptr[node + 1]]
 
+    def inner(self) -> np.ndarray:
+        """Ids of the nodes with children (the root first): the nodes whose next token is scored."""
+        return np.flatnonzero(self.child_ptr[1:] > self.child_ptr[:-1])
+
+    def mark_paths(self, nodes: np.ndarray, column: np.ndarray, out: np.ndarray) -> None:
+        """Tree attention: set ``out[i, column[a]]`` for ``nodes[i]`` and each of its ancestors
+        ``a`` below the root (``column`` maps node ids to columns of ``out``)."""
+        rows = np.arange(nodes.size)
+        walk = np.asarray(nodes).copy()
+        while np.any(walk > 0):  # the node itself, then one step up per pass
+            live = walk > 0
+            out[rows[live], column[walk[live]]] = True
+            walk = np.where(live, self.parent[np.maximum(walk, 0)], 0)
+
     def q(self) -> np.ndarray:
         """Target probability of the edge into each node, q(token | parent) (nan at the root)."""
         out = np.full(self.n_nodes, np.nan)
@@ -171,8 +185,9 @@ def answer_tokens(tokenizer: Any, rendered: str, answers: Sequence[str], end: in
     Otherwise all answers are tokenized in one call, joined by a special token
     (tokenizers split on special tokens before anything else, so each piece is tokenized
     on its own): first each answer alone, then, if that disagrees, each after a short
-    tail of the prompt that starts at a special token or a line break. A sample of answers is checked against in-context
-    tokenization, and any disagreement falls back to the exact path for all of them.
+    tail of the prompt that starts at a special token or a line break. A sample of
+    answers is checked against in-context tokenization, and any disagreement falls back
+    to the exact path for all of them.
     In context means after the whole prompt, or, for a fast tokenizer, after the prompt's
     end from its last special token on (the same tokens: nothing merges across a special
     token). Answers tokenized alone do not depend on the prompt and are cached per tokenizer.

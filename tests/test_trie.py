@@ -101,7 +101,7 @@ def test_answer_tokens_cache_stays_exact_when_full(tiny_split, monkeypatch):
         assert len(trie_module._ALONE[tok]) <= 250
 
 
-def _byte_level_bpe_tokenizer(tmp_path):
+def _byte_level_bpe_tokenizer():
     # GPT-2-style: byte-level pre-tokenizer with its regex, BPE merges inside digit runs.
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -119,10 +119,10 @@ def _byte_level_bpe_tokenizer(tmp_path):
 
 
 @pytest.mark.parametrize("added", [None, "12"])
-def test_answer_tokens_from_bpe_words(tmp_path, added):
+def test_answer_tokens_from_bpe_words(added):
     import calbench.trie as trie_module
 
-    tok = _byte_level_bpe_tokenizer(tmp_path)
+    tok = _byte_level_bpe_tokenizer()
     if added:  # an added token made of digits: words alone no longer give the answer's tokens
         tok.add_tokens([added])
     assert any(len(tok.convert_ids_to_tokens(i)) > 1 for i in tok("123456", add_special_tokens=False)["input_ids"])

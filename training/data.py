@@ -165,7 +165,7 @@ class FullTrieCollator:
     row_nodes: int = 256
 
     def __call__(self, batch: list[Example]) -> dict[str, Any]:
-        rows: list[tuple[list[int], list[int], np.ndarray]] = []  # (ids, positions, parent slot per node)
+        rows: list[tuple[list[int], list[int], np.ndarray]] = []  # (ids, positions, tree mask of the nodes)
         losses: list[list[int]] = []  # trained positions of each row
         child_ids, child_q, weights = [], [], []
         for ex in batch:
@@ -173,16 +173,19 @@ class FullTrieCollator:
             prompt = self.data.prompt_ids[ex.prompt]
             w = node_weights(trie) / len(batch)
             for nodes, owned in _sub_tries(trie, self.row_nodes):
-                slot = {0: 0, **{int(n): k + 1 for k, n in enumerate(nodes)}}  # slot 0 = the root
-                parent = np.array([slot[int(p)] for p in trie.parent[nodes]], dtype=np.int64)
+                column = np.full(trie.n_nodes, -1, dtype=np.int64)
+                column[nodes] = np.arange(nodes.size)
+                tree = np.zeros((nodes.size, nodes.size), dtype=bool)  # node i sees itself and its ancestors
+                trie.mark_paths(nodes, column, tree)
                 rows.append(
                     (
                         prompt + trie.tokens[nodes].tolist(),
                         list(range(len(prompt))) + (len(prompt) - 1 + trie.depth[nodes]).tolist(),
-                        parent,
+                        tree,
                     )
                 )
-                losses.append([len(prompt) - 1 + slot[int(n)] for n in owned])
+                # The root is trained at the prompt's last token, node k of the row at prompt + k.
+                losses.append(np.where(owned == 0, len(prompt) - 1, len(prompt) + column[owned]).tolist())
                 ids, q = children_targets(trie, owned)
                 child_ids.append(ids)
                 child_q.append(q)
@@ -194,31 +197,18 @@ class FullTrieCollator:
         allowed = np.zeros((len(rows), 1, width, width), dtype=bool)
         diagonal = np.arange(width)
         index: list[int] = []
-        for r, ((seq, pos, parent), trained) in enumerate(zip(rows, losses, strict=True)):
+        for r, ((seq, pos, tree), trained) in enumerate(zip(rows, losses, strict=True)):
             off = width - len(seq)
-            n_prompt = len(seq) - parent.size
+            n_prompt = len(seq) - len(tree)
             input_ids[r, off:] = torch.tensor(seq)
             position_ids[r, off:] = torch.tensor(pos)
             allowed[r, 0, diagonal, diagonal] = True  # padding sees itself: no empty rows
             allowed[r, 0, off : off + n_prompt, off : off + n_prompt] = np.tri(n_prompt, dtype=bool)
             # Node k (packed after the prompt) sees the prompt, then its ancestors and itself.
             allowed[r, 0, off + n_prompt :, off : off + n_prompt] = True
-            allowed[r, 0, off + n_prompt :, off + n_prompt :] = _ancestors(parent)
+            allowed[r, 0, off + n_prompt :, off + n_prompt :] = tree
             index.extend(r * keep + keep - (len(seq) - p) for p in trained)
         return _soft_batch(input_ids, torch.from_numpy(allowed), position_ids, keep, index, child_ids, child_q, weights)
-
-
-def _ancestors(parent: np.ndarray) -> np.ndarray:
-    """(n, n) bool: node j is node i or one of its ancestors; ``parent`` holds 1-based slots, 0 = root."""
-    n = parent.size
-    up = np.concatenate([[0], parent])
-    out = np.zeros((n + 1, n + 1), dtype=bool)
-    rows = np.arange(1, n + 1)
-    cur = rows.copy()
-    while (live := cur > 0).any():  # one step up per pass: as many passes as the trie is deep
-        out[rows[live], cur[live]] = True
-        cur = up[cur]
-    return out[1:, 1:]
 
 
 def _sub_tries(trie: Trie, row_nodes: int) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Gemma-3-270M (base model, no chat template: the prompt is followed by a newline and the
 # answer ends at EOS) on the unseen and held-out numeric tasks, sampling and likelihood,
-# with calbench-hf on a 2-core CPU (about 25 minutes of sampling at 20 samples per prompt and
-# 30 of likelihood: Gemma's 262k-token vocabulary; LIKELIHOOD=0 skips it).
+# with calbench-hf on a 2-core CPU (measured while other jobs shared the cores: about 25 minutes
+# of sampling at 20 samples per prompt and 45 of likelihood, Gemma's vocabulary having 262k
+# tokens; LIKELIHOOD=0 skips the likelihood tasks).
 #
 #   bash leaderboards/gemma3-270m-cpu/run.sh        # from the repository root
 set -euo pipefail
