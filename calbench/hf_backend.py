@@ -11,8 +11,9 @@ tokenization is kept), faster:
 * generate_until: the N repeats of a prompt share one prefill of the prompt, then decode
   as one batch (up to ``sampling_batch_size`` samples) with the same sampling settings.
   Plain softmax sampling (the numeric tasks: T, top_k 0, top_p 1, stop at EOS) runs
-  calbench's own decoding loop, which also shares every common prefix among the samples
-  and drops finished ones; any other settings run HF generate on the shared prompt cache.
+  calbench's own decoding loop (``calbench.sampler``), which also shares every common
+  prefix among the samples, drops finished ones and moves only the cache rows that
+  change; any other settings run HF generate on the shared prompt cache.
 
 Reached through ``calbench eval --model calbench-hf --model_args pretrained=...``; every
 ``hf`` model argument works, plus ``sampling_batch_size`` (default 1024).
@@ -29,6 +30,7 @@ from lm_eval.models.utils import handle_stop_sequences, normalize_gen_kwargs, po
 from tqdm import tqdm
 
 from calbench.likelihood import TokenLogprobs
+from calbench.sampler import sample
 from calbench.scorer import cache_kwarg, output_cache, score_trie
 from calbench.trie import build_trie
 
@@ -154,55 +156,9 @@ class CalbenchHFLM(HFLM):
         ids = set(ids if isinstance(ids, list) else [] if ids is None else [ids])
         return ids | {int(self.eot_token_id)}
 
-    @torch.no_grad()
     def _sample(self, prompt: torch.Tensor, n: int, max_gen_toks: int, temperature: float) -> list[list[int]]:
-        """n independent samples of softmax sampling at ``temperature``, the prompt computed once.
-
-        Samples that share their first k tokens share the distribution of the next one,
-        so the batch holds one row per distinct prefix with a count, and each step draws
-        ``count`` next tokens per row (a multinomial split: exactly the law of n
-        independent samples). The prompt is one row; finished prefixes leave the batch.
-        Draws invert each row's CDF (``torch.multinomial`` takes seconds per step over a
-        49k-token vocabulary).
-        """
-        stop = torch.tensor(sorted(self._stop_ids()), device=self.device)
-        kwarg = cache_kwarg(self.model)
-        out = self.model(input_ids=prompt, use_cache=True)
-        cache = output_cache(out)
-        logits = out.logits[:, -1].float()
-        history: list[list[int]] = [[]]
-        counts = torch.tensor([n], device=self.device)
-        done: list[tuple[list[int], int]] = []
-        for step in range(max_gen_toks):
-            cdf = torch.softmax(logits / temperature, dim=-1).cumsum(dim=-1)
-            width = int(counts.max())
-            draws = torch.rand(counts.numel(), width, device=self.device, dtype=cdf.dtype) * cdf[:, -1:]
-            draws[torch.arange(width, device=self.device)[None, :] >= counts[:, None]] = float("inf")
-            picked = torch.searchsorted(cdf, draws).clamp_max(cdf.shape[-1] - 1)
-            valid = torch.isfinite(draws)
-            pairs = torch.stack(
-                [torch.arange(counts.numel(), device=self.device)[:, None].expand_as(picked)[valid], picked[valid]], 1
-            )
-            children, multiplicity = torch.unique(pairs, dim=0, return_counts=True)
-            parent, token = children[:, 0], children[:, 1]
-            ended = torch.isin(token, stop) | (step == max_gen_toks - 1)
-            for p, t, c in zip(
-                parent[ended].tolist(), token[ended].tolist(), multiplicity[ended].tolist(), strict=True
-            ):
-                done.append(([*history[p], t], c))
-            go = (~ended).nonzero(as_tuple=True)[0]
-            if go.numel() == 0:
-                break
-            parent, token, counts = parent[go], token[go], multiplicity[go]
-            if not torch.equal(parent, torch.arange(len(history), device=self.device)):  # rows split or ended
-                cache.batch_select_indices(parent)
-            history = [[*history[p], t] for p, t in zip(parent.tolist(), token.tolist(), strict=True)]
-            out = self.model(input_ids=token[:, None], use_cache=True, **{kwarg: cache})
-            cache = output_cache(out)
-            logits = out.logits[:, -1].float()
-        samples = [tokens for tokens, c in done for _ in range(c)]
-        order = torch.randperm(len(samples)).tolist()  # the requests are exchangeable repeats
-        return [samples[i] for i in order]
+        """n independent samples of softmax sampling at ``temperature``, the prompt computed once (``calbench.sampler``)."""
+        return sample(self.model, prompt, n, max_gen_toks, temperature, self._stop_ids())
 
     def _generate(
         self, prompt: torch.Tensor, n: int, max_gen_toks: int, until: list[str], kwargs: dict[str, Any]
