@@ -3,9 +3,11 @@
 Both backends answer the same N identical generate_until requests (the numeric tasks'
 settings: T=1, top_p 1, top_k 0, 32 new tokens at most, stop at end-of-turn) in one
 process. Stock ``hf`` runs them in batches of ``--batch-size`` rows, each recomputing the
-prompt; ``calbench-hf`` computes the prompt once and decodes all N as one batch. Prints
-samples per second for each and the share of valid answers (the two should agree up to
-noise), and ends with one line ``speedup <ratio>``.
+prompt and keeping finished rows in the batch until the whole batch has ended;
+``calbench-hf`` computes the prompt once, decodes all N as one batch of distinct prefixes
+and drops finished ones. Prints samples per second for each, the share of valid answers
+(the two should agree up to noise) and the tokens each fed to the model, and ends with
+one line ``speedup <ratio>``.
 
     python benchmarks/sampling.py [--n 1000] [--model smollm2-135m-instruct|tiny]
 """
@@ -30,15 +32,22 @@ GEN_KWARGS = {"until": [], "do_sample": True, "temperature": 1.0, "top_p": 1.0, 
 TARGET = make_target("gaussian", {"mu": 3.5, "sigma": 3})
 
 
-def run(lm: HFLM, n: int) -> tuple[float, float]:
-    """(samples per second, valid share) for n repeats of the prompt."""
+def run(lm: HFLM, n: int) -> tuple[float, float, int]:
+    """(samples per second, valid share, tokens fed to the model) for n repeats of the prompt."""
     context = lm.apply_chat_template([{"role": "user", "content": prompt_text(TARGET)}])
     requests = [Instance("generate_until", {}, (context, dict(GEN_KWARGS)), 0) for _ in range(n)]
+    fed = [0]
+
+    def count(_module: torch.nn.Module, args: tuple) -> None:
+        fed[0] += args[0].numel()
+
+    hook = lm.model.get_input_embeddings().register_forward_pre_hook(count)  # every path feeds ids through it
     torch.manual_seed(0)
     start = time.perf_counter()
     answers = lm.generate_until(requests, disable_tqdm=True)
     elapsed = time.perf_counter() - start
-    return n / elapsed, sum(classify(a, TARGET).valid for a in answers) / n
+    hook.remove()
+    return n / elapsed, sum(classify(a, TARGET).valid for a in answers) / n, fed[0]
 
 
 def main() -> None:
@@ -61,13 +70,17 @@ def main() -> None:
         extra = {"peft": args.peft} if args.peft else {}
         stock = HFLM(pretrained=path, dtype="float32", device="cpu", batch_size=args.batch_size, **extra)
         fast = CalbenchHFLM(pretrained=path, dtype="float32", device="cpu", **extra)
-        rate_stock, valid_stock = run(stock, args.n)
-        rate_fast, valid_fast = run(fast, args.n)
+        rate_stock, valid_stock, fed_stock = run(stock, args.n)
+        rate_fast, valid_fast, fed_fast = run(fast, args.n)
     print(
         f"{args.model}{' + ' + args.peft if args.peft else ''}: {args.n} samples of one prompt ({TARGET.key}), 32 new tokens at most"
     )
-    print(f"  stock hf (batch {args.batch_size}): {rate_stock:7.2f} samples/s, valid {valid_stock:.3f}")
-    print(f"  calbench-hf (shared prefill):   {rate_fast:7.2f} samples/s, valid {valid_fast:.3f}")
+    print(
+        f"  stock hf (batch {args.batch_size}): {rate_stock:7.2f} samples/s, valid {valid_stock:.3f}, {fed_stock:,} tokens fed"
+    )
+    print(
+        f"  calbench-hf (shared prefixes):  {rate_fast:7.2f} samples/s, valid {valid_fast:.3f}, {fed_fast:,} tokens fed"
+    )
     print(f"speedup {rate_fast / rate_stock:.1f}")
 
 
