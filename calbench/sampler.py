@@ -146,8 +146,12 @@ def sample(
     A sample ends with its first token in ``stop`` (kept) or after ``max_gen_toks``
     tokens. Returned in random order: the n samples are exchangeable.
     """
+    if prompt.shape[0] != 1:
+        raise ValueError(f"sample() takes one prompt row, got {prompt.shape[0]}")
+    if max_gen_toks < 1:
+        return [[] for _ in range(n)]
     device = prompt.device
-    stop_ids = torch.tensor(sorted(stop), device=device)
+    stop_ids = torch.tensor(sorted(stop), dtype=torch.long, device=device)
     kwarg = cache_kwarg(model)
     out = model(input_ids=prompt, use_cache=True)
     cache = RowCache(output_cache(out), rows=n, steps=max_gen_toks)

@@ -92,3 +92,16 @@ def test_whole_samples_follow_the_model(tiny_split):
     obs = np.append(observed, n - observed.sum())
     exp = np.append(expected, n - expected.sum())
     assert exp[-1] > 5 and stats.chisquare(obs, exp).pvalue > 1e-4
+
+
+@torch.no_grad()
+def test_sample_edge_cases(tiny_split):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_split, dtype=torch.float32).eval()
+    prompt = torch.tensor([[5, 6, 7]])
+    assert sampler.sample(model, prompt, 4, 0, 1.0, {2}) == [[], [], [], []]
+    samples = sampler.sample(model, prompt, 50, 2, 1.0, set())  # no stop token: every sample runs to the limit
+    assert len(samples) == 50 and all(len(s) == 2 for s in samples)
+    with pytest.raises(ValueError, match="one prompt row"):
+        sampler.sample(model, prompt.expand(2, -1), 4, 2, 1.0, {2})
