@@ -103,20 +103,21 @@ class RowCache:
         for i, layer in enumerate(layers):
             if type(layer) is DynamicLayer and layer.is_initialized:
                 layers[i] = _RowBuffer(layer, rows, steps)
+        self._buffers = [layer for layer in layers if isinstance(layer, _RowBuffer)]
         self._others = [layer for layer in layers if not isinstance(layer, _RowBuffer)] if layers else [cache]
 
     def arrange(self, parent: torch.Tensor) -> torch.Tensor:
         """Reorder the rows for the prefixes extending rows ``parent``; returns each prefix's row."""
-        slot, src, dst = arrange(parent.tolist(), self.rows)
+        parents = parent.tolist()
+        slot, src, dst = arrange(parents, self.rows)
         device = parent.device
         src_t, dst_t = torch.tensor(src, device=device), torch.tensor(dst, device=device)
-        for layer in getattr(self.cache, "layers", []):
-            if isinstance(layer, _RowBuffer):
-                layer.move(src_t, dst_t, len(slot))
+        for buffer in self._buffers:
+            buffer.move(src_t, dst_t, len(slot))
         if self._others:
             order = [0] * len(slot)
-            for j, p in enumerate(parent.tolist()):
-                order[slot[j]] = p
+            for s, p in zip(slot, parents, strict=True):
+                order[s] = p
             for layer in self._others:
                 layer.batch_select_indices(torch.tensor(order, device=device))
         self.rows = len(slot)
