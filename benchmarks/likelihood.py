@@ -22,11 +22,12 @@ import torch
 from lm_eval.api.instance import Instance
 from lm_eval.models.huggingface import HFLM
 
+from calbench.answer_tokens import terminator
 from calbench.families import split_points
 from calbench.hf_backend import CalbenchHFLM
 from calbench.prompt import prompt_text
 from calbench.space import canonical_space
-from calbench.trie import build_trie, terminator
+from calbench.trie import build_trie
 
 FAMILIES = ("gaussian", "exponential", "beta", "gamma", "lognormal", "uniform")
 
@@ -113,7 +114,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         ratio = bench("tiny random Llama (digits split)", str(build_tiny_model(tmp)), args.prompts, args.batch_size)
     if not args.skip_smollm2:
-        from calbench.models import model_path
+        from calbench.model_catalogue import model_path
 
         ratio = bench("SmolLM2-135M-Instruct", str(model_path("smollm2-135m-instruct")), args.prompts, args.batch_size)
     print(f"speedup {ratio:.1f}")

@@ -64,7 +64,7 @@ def main() -> None:
 
             path = str(build_tiny_model(tmp))
         else:
-            from calbench.models import model_path
+            from calbench.model_catalogue import model_path
 
             path = str(model_path(args.model))
         extra = {"peft": args.peft} if args.peft else {}

@@ -17,10 +17,11 @@ import time
 
 from transformers import AutoTokenizer
 
+from calbench.answer_tokens import answer_tokens, terminator
 from calbench.families import make_target, split_points
 from calbench.prompt import prompt_text, render
 from calbench.space import EVAL_MAX_BINS, HARD_MAX_BINS, canonical_space
-from calbench.trie import answer_tokens, build_trie, terminator
+from calbench.trie import build_trie
 
 
 def build(tok, target, max_bins: int, end: int):  # type: ignore[no-untyped-def]
@@ -46,7 +47,7 @@ def main() -> None:
 
             path = build_tiny_model(tmp)
         else:
-            from calbench.models import model_path
+            from calbench.model_catalogue import model_path
 
             path = model_path(args.model)
         tok = AutoTokenizer.from_pretrained(path)

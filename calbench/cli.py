@@ -1,4 +1,4 @@
-"""The ``calbench`` command line.
+"""The ``calbench`` command line: it parses arguments and calls the library.
 
 calbench demo                         SmolLM2-135M-Instruct vs the reference systems
 calbench eval <lm_eval arguments>     lm_eval with calbench's tasks and models
@@ -8,7 +8,7 @@ calbench train ...                    fine-tune a LoRA adapter (soft or hard tar
 calbench noveltybench score LOGS...   NoveltyBench partitions and scores (lite or full)
 calbench drift --model M --adapter A  KL(base || tuned) on neutral text, offline
 calbench retention-delta BASE TUNED   tuned - base for every shared lm-eval metric
-calbench leaderboard add|render       the results store, tables and plots
+calbench leaderboard add|render|card  the results store, tables, plots and adapter cards
 """
 
 from __future__ import annotations
@@ -16,96 +16,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from calbench import __version__, tasks_path
 
-DEMO_TASK = "calbench_numeric_quick"
+COMMANDS_GROUP = "calbench.commands"  # entry points of add-ons: `calbench train` is the training add-on's
 
 
-def cmd_tasks_path(_: argparse.Namespace) -> int:
-    print(tasks_path())
-    return 0
-
-
-def cmd_models(args: argparse.Namespace) -> int:
-    from calbench import models
-
-    if args.action == "list":
-        for name, e in models.CATALOGUE.items():
-            state = models.folder(name) if models.is_ready(name) else "not converted yet"
-            print(f"{name:24s} {e.description}\n{'':24s} licence: {e.licence}; folder: {state}")
-        return 0
-    if not args.names:
-        print("calbench models: name a model, e.g. `calbench models path smollm2-135m-instruct`", file=sys.stderr)
-        return 2
-    for name in args.names:
-        try:
-            path = models.model_path(name)
-        except KeyError as err:
-            print(f"calbench models: {err.args[0]}", file=sys.stderr)
-            return 2
-        print(path)
-    return 0
-
-
-def print_summaries(results_file: Path) -> None:
-    from calbench import report
-
-    results = report.load(results_file)
-    model = report.model_label(results)
-    for task in report.calbench_tasks(results):
-        print(f"\ncalbench: {task} — {model}")
-        print(report.numeric_table([(str(model), results["results"][task])]))
-    for task in report.transfer_tasks(results):
-        print(f"\ncalbench: {task} — {model}")
-        print(report.overall_table([(str(model), results["results"][task])]))
-    print(f"\nresults: {results_file}")
-
-
-def cmd_eval(args: argparse.Namespace, passthrough: Sequence[str]) -> int:
-    from calbench import report, runner
-
-    argv = runner.lm_eval_argv(passthrough, num_samples=args.num_samples)
-    started = time.time()
-    runner.lm_eval_cli(argv)
-    output = Path(runner._value_of(argv, "--output_path") or runner.DEFAULT_OUTPUT)
-    latest = report.latest_results(output, since=started)
-    if latest is not None:
-        print_summaries(latest)
-    return 0
-
-
-def cmd_demo(args: argparse.Namespace) -> int:
-    from calbench import models, report, runner
-
-    model_dir = models.model_path(models.DEFAULT_MODEL)
-    systems = [
-        ("SmolLM2-135M-Instruct", "hf", f"pretrained={model_dir},dtype=float32", True),
-        ("oracle", "calbench-oracle", "", False),
-        ("collapsed", "calbench-collapsed", "", False),
-    ]
-    rows = []
-    for name, model, model_args, chat in systems:
-        print(f"\n== {name}: {DEMO_TASK}", file=sys.stderr, flush=True)
-        results = runner.evaluate(
-            model,
-            [DEMO_TASK],
-            model_args=model_args,
-            num_samples=args.num_samples,
-            apply_chat_template=chat,
-            output_path=args.output / name,
-            batch_size=args.batch_size,
-            device="cpu" if model == "hf" else None,
-        )
-        rows.append((name, results["results"][DEMO_TASK]))
-    n = args.num_samples or 10
-    print(f"\ncalbench demo: {DEMO_TASK} (42 prompts, {n} samples each), results under {args.output}")
-    print(report.numeric_table(rows))
-    return 0
+def _fail(command: str, err: BaseException | str) -> int:
+    print(f"calbench {command}: {err}", file=sys.stderr)
+    return 2
 
 
 def _write_json(data: Any, output: Path | None) -> None:
@@ -115,107 +38,109 @@ def _write_json(data: Any, output: Path | None) -> None:
         print(f"written: {output}")
 
 
+def cmd_tasks_path(_: argparse.Namespace) -> int:
+    print(tasks_path())
+    return 0
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from calbench import model_catalogue
+
+    if args.action == "list":
+        print(model_catalogue.describe())
+        return 0
+    if not args.names:
+        return _fail("models", "name a model, e.g. `calbench models path smollm2-135m-instruct`")
+    for name in args.names:
+        try:
+            print(model_catalogue.model_path(name))
+        except KeyError as err:
+            return _fail("models", err.args[0])
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace, passthrough: Sequence[str]) -> int:
+    from calbench import results_tables, runner
+
+    latest = runner.eval_cli(passthrough, num_samples=args.num_samples)
+    if latest is not None:
+        print(results_tables.summaries(latest))
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from calbench import demo
+
+    print(demo.run(args.output, num_samples=args.num_samples, batch_size=args.batch_size))
+    return 0
+
+
 def cmd_noveltybench(args: argparse.Namespace) -> int:
     from calbench import noveltybench
 
     try:
         scored = noveltybench.score_files(args.samples, full=args.full, device=args.device)
     except (ValueError, OSError) as err:
-        print(f"calbench noveltybench: {err}", file=sys.stderr)
-        return 2
-    label = "NoveltyBench (DeBERTa partition, Skywork reward)" if args.full else "NoveltyBench-lite (model-free)"
-    print(f"{label}; mean ± standard error over prompts, per split")
-    for split, result in scored["splits"].items():
-        parts = [f"prompts {result['summary']['prompts']}"]
-        for key in ("distinct", "distinct_lite", "utility"):
-            if result["summary"].get(key):
-                parts.append(f"{key} {result['summary'][key]['mean']:.3f} ± {result['summary'][key]['se']:.3f}")
-        print(f"  {split}: " + ", ".join(parts))
+        return _fail("noveltybench", err)
+    print(noveltybench.summary_text(scored))
     _write_json(scored, args.output)
     return 0
 
 
-def _model_folder(name: str) -> str:
-    from calbench import models
-
-    return name if Path(name).exists() or name not in models.CATALOGUE else str(models.model_path(name))
-
-
 def cmd_drift(args: argparse.Namespace) -> int:
-    from calbench import drift
+    from calbench import drift, model_catalogue
 
-    model = _model_folder(args.model)
+    model = model_catalogue.resolve(args.model)
     out = {}
     for adapter in args.adapter:
-        if not (Path(adapter) / "adapter_config.json").is_file():
-            print(f"calbench drift: {adapter} is not a PEFT adapter folder (no adapter_config.json)", file=sys.stderr)
-            return 2
-        out[adapter] = drift.drift_of_adapter(model, adapter, device=args.device)
-        d = out[adapter]
-        print(
-            f"{adapter}: drift KL(base || tuned) = {d['drift_kl']:.4g} ± {d['drift_kl_se']:.2g} nats/token "
-            f"({d['tokens']} tokens)"
-        )
+        try:
+            out[adapter] = drift.drift_of_adapter(model, adapter, device=args.device)
+        except ValueError as err:
+            return _fail("drift", err)
+        print(drift.describe(adapter, out[adapter]))
     _write_json({"model": args.model, "drift": out}, args.output)
     return 0
 
 
 def cmd_retention_delta(args: argparse.Namespace) -> int:
-    from tabulate import tabulate
-
-    from calbench import report
+    from calbench import results_tables
 
     try:
-        base, tuned = report.load(args.base), report.load(args.tuned)
+        print(results_tables.retention_table(results_tables.load(args.base), results_tables.load(args.tuned)))
     except (OSError, ValueError) as err:
-        print(f"calbench retention-delta: {err}", file=sys.stderr)
-        return 2
-    rows = report.retention_deltas(base, tuned)
-    if not rows:
-        print("calbench retention-delta: the two results share no task", file=sys.stderr)
-        return 2
-    table = [
-        [r["task"], r["metric"], report.fmt(r["base"]), report.fmt(r["tuned"]), report.fmt(r["delta"])] for r in rows
-    ]
-    print(tabulate(table, headers=["task", "metric", "base", "tuned", "tuned - base"], tablefmt="github"))
+        return _fail("retention-delta", err)
     return 0
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
-    from calbench import leaderboard
+    from calbench.leaderboard import records, render
 
     try:
         if args.action == "add":
-            drift = None
-            if args.drift:
-                runs = json.loads(args.drift.read_text())["drift"]
-                matches = [v for k, v in runs.items() if Path(k).resolve() == Path(args.adapter or "").resolve()]
-                if not matches:
-                    raise leaderboard.RefusedRunError(f"{args.drift} has no drift for adapter {args.adapter}")
-                drift = matches[0]
-            record = leaderboard.build_record(args.name, args.type, args.results, args.command, drift)
-            print(f"written: {leaderboard.save_record(record, args.results_dir)}")
-            return 0
-        records = leaderboard.load_records(args.results_dir)
-        if args.action == "card":
-            from calbench.training import card
-
-            by_name = {r["name"]: r for r in records}
-            missing = [n for n in args.records if n not in by_name]
-            if missing:
-                raise leaderboard.RefusedRunError(f"no run record named {', '.join(missing)} in {args.results_dir}")
-            table = leaderboard.card_evaluation([by_name[n] for n in args.records])
-            print(f"written: {card.update(args.adapter, table)}")
-            return 0
-        if not records:
-            raise leaderboard.RefusedRunError(f"no run records under {args.results_dir}")
-        readme = None if args.no_readme else args.readme
-        for path in leaderboard.write_all(records, args.output, readme, plots=not args.no_plots):
+            path = records.add_record(
+                args.name, args.type, args.results, args.command, args.results_dir, args.drift, args.adapter
+            )
             print(f"written: {path}")
-        return 0
-    except (leaderboard.RefusedRunError, OSError, KeyError, json.JSONDecodeError) as err:
-        print(f"calbench leaderboard: {err}", file=sys.stderr)
-        return 2
+        elif args.action == "card":
+            print(f"written: {render.update_card(args.adapter, args.records, args.results_dir)}")
+        else:
+            stored = records.load_records(args.results_dir)
+            if not stored:
+                raise records.RefusedRunError(f"no run records under {args.results_dir}")
+            readme = None if args.no_readme else args.readme
+            for path in render.write_all(stored, args.output, readme, draw=not args.no_plots):
+                print(f"written: {path}")
+    except (records.RefusedRunError, OSError, KeyError, json.JSONDecodeError) as err:
+        return _fail("leaderboard", err)
+    return 0
+
+
+def cmd_addon(command: str, argv: Sequence[str]) -> int:
+    """An add-on's command (``calbench train``), found through its ``calbench.commands`` entry point."""
+    found = [e for e in metadata.entry_points(group=COMMANDS_GROUP) if e.name == command]
+    if not found:
+        return _fail(command, f"no add-on provides it (install calbench with pip install -e . to register {command})")
+    return int(found[0].load()(list(argv)))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -313,9 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "eval":
         return cmd_eval(args, rest)
     if args.command == "train":
-        from calbench.training.cli import main as train_main
-
-        return train_main(rest)
+        return cmd_addon("train", rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     return int(args.func(args))

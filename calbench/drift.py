@@ -8,10 +8,12 @@ text untouched. Its standard error comes from the spread over paragraphs.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
+
+from calbench.stats import sample_mean
 
 # Plain expository paragraphs written for calbench: no numbers to sample, no instructions.
 NEUTRAL_TEXT = (
@@ -58,17 +60,16 @@ def drift(base: Any, tuned: Any, tokenizer: Any, texts: tuple[str, ...] = NEUTRA
         kl = _token_kl(base(ids).logits[0], tuned(ids).logits[0])
         per_text.append(float(kl.mean()))
         tokens += int(kl.numel())
-    values = np.array(per_text)
-    return {
-        "drift_kl": float(values.mean()),
-        "drift_kl_se": float(values.std(ddof=1) / np.sqrt(values.size)),
-        "tokens": tokens,
-    }
+    mean = sample_mean(per_text, nan="propagate")
+    return {"drift_kl": mean.value, "drift_kl_se": mean.se, "tokens": tokens}
 
 
 def drift_of_adapter(base_path: str, adapter: str, device: str = "cpu") -> dict[str, float]:
     """Drift of a PEFT adapter on its base model (one copy of the weights: the adapter is toggled)."""
     from peft import PeftModel
+
+    if not (Path(adapter) / "adapter_config.json").is_file():
+        raise ValueError(f"{adapter} is not a PEFT adapter folder (no adapter_config.json)")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(base_path)
@@ -85,3 +86,7 @@ def drift_of_adapter(base_path: str, adapter: str, device: str = "cpu") -> dict[
                 return self.inner(ids)
 
     return drift(_Base(), tuned, tokenizer)
+
+
+def describe(adapter: str, d: dict[str, float]) -> str:
+    return f"{adapter}: drift KL(base || tuned) = {d['drift_kl']:.4g} ± {d['drift_kl_se']:.2g} nats/token ({d['tokens']} tokens)"

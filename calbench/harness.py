@@ -6,24 +6,24 @@ translates between lm-eval's shapes and calbench's pure functions (``scoring``).
 Per-family results appear in lm-eval's own table: besides the overall metrics (equal
 weight over families), each task reports ``<metric>/<family>``. lm-eval prints a
 ``<metric>_stderr`` value next to its metric; calbench fills it with the metric's
-standard error (see ``calbench.scoring``).
+standard error (see ``calbench.sampling_scores``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any, ClassVar
+from typing import Any
 
 from lm_eval.api.instance import Instance
 from lm_eval.api.task import ConfigurableTask
 
-from calbench import likelihood, scoring
+from calbench import likelihood_metrics, policy, sampling_scores
+from calbench.answer_tokens import terminator
 from calbench.families import FAMILIES, make_target, split_points
 from calbench.prompt import prompt_text
 from calbench.space import DEFAULT_DECIMALS, EVAL_MAX_BINS, canonical_space
-from calbench.trie import terminator
 
 SPLIT_CHOICES = ("unseen", "heldout", "all")
 POINT_CHOICES = ("selected", "full")
@@ -72,7 +72,7 @@ def metric_keys(metrics: Sequence[str], family: str | None = None, stderr: bool 
 
 
 def _aggregate(
-    summarize: Callable[[list[dict[str, Any]]], scoring.Summary], key: str, items: list[dict[str, Any]]
+    summarize: Callable[[list[dict[str, Any]]], sampling_scores.Summary], key: str, items: list[dict[str, Any]]
 ) -> float:
     base, stderr, _ = key.partition("_stderr")
     metric, _, family = base.partition("/")
@@ -95,7 +95,6 @@ class CalbenchTask(ConfigurableTask):
     PER_FAMILY: tuple[str, ...] = ()  # also reported per family
     OPTIONAL: tuple[str, ...] = ()  # reported only when a record defines them
     STDERR = True  # calbench fills lm-eval's stderr column
-    HIGHER_IS_BETTER: ClassVar[Mapping[str, bool]] = {}
 
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
         config = dict(config or {})
@@ -117,7 +116,7 @@ class CalbenchTask(ConfigurableTask):
         self.dataset = self.config.custom_dataset(**(self.config.metadata or {}), **(self.config.dataset_kwargs or {}))
 
     @staticmethod
-    def summarize(records: list[dict[str, Any]]) -> scoring.Summary:
+    def summarize(records: list[dict[str, Any]]) -> sampling_scores.Summary:
         raise NotImplementedError
 
     def record(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
@@ -139,30 +138,29 @@ class CalbenchTask(ConfigurableTask):
         return {k: partial(_aggregate, type(self).summarize, k) for k in keys}
 
     def higher_is_better(self) -> dict[str, bool]:
-        def better(key: str) -> bool:
-            metric = key.partition("/")[0].removesuffix("_stderr").removesuffix("_median")
-            return self.HIGHER_IS_BETTER.get(metric, False)
-
-        return {k: better(k) for k in self._all_keys(self.OPTIONAL)}
+        return {k: policy.higher_is_better(k) for k in self._all_keys(self.OPTIONAL)}
 
 
 class SamplingTask(CalbenchTask):
-    """N samples per prompt, scored against the prompt's law (``calbench.scoring``)."""
+    """N samples per prompt, scored against the prompt's law (``calbench.sampling_scores``)."""
 
-    OVERALL = (*scoring.FAMILY_METRICS, *scoring.OVERALL_ONLY, *(f"{m}_median" for m in scoring.MEDIAN_METRICS))
-    PER_FAMILY = scoring.FAMILY_METRICS
-    HIGHER_IS_BETTER = scoring.HIGHER_IS_BETTER
+    OVERALL = (
+        *sampling_scores.FAMILY_METRICS,
+        *sampling_scores.OVERALL_ONLY,
+        *(f"{m}_median" for m in sampling_scores.MEDIAN_METRICS),
+    )
+    PER_FAMILY = sampling_scores.FAMILY_METRICS
 
     @staticmethod
-    def summarize(records: list[dict[str, Any]]) -> scoring.Summary:
-        return scoring.summarize(scoring.PromptScore.from_dict(r) for r in records)
+    def summarize(records: list[dict[str, Any]]) -> sampling_scores.Summary:
+        return sampling_scores.summarize(sampling_scores.PromptScore.from_dict(r) for r in records)
 
     def record(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
         responses = results[0]
         if isinstance(responses, str):  # a filter that kept one response only
             responses = [responses]
         target = make_target(doc["family"], json.loads(doc["params"]))
-        return scoring.score_prompt(target, list(responses)).to_dict()
+        return sampling_scores.score_prompt(target, list(responses)).to_dict()
 
 
 def likelihood_docs(
@@ -210,17 +208,16 @@ def _terminator_text(source: Any) -> str:
 
 
 class LikelihoodTask(CalbenchTask):
-    """The model's exact probability of every canonical answer (``calbench.likelihood``)."""
+    """The model's exact probability of every canonical answer (``calbench.likelihood_metrics``)."""
 
-    OVERALL = likelihood.METRICS
-    PER_FAMILY = likelihood.METRICS
+    OVERALL = likelihood_metrics.METRICS
+    PER_FAMILY = likelihood_metrics.METRICS
     OPTIONAL = ("logit_kl",)  # needs per-token log-probs: calbench-hf and calbench-oracle
     STDERR = False  # exact given the model: no sampling noise to report
-    HIGHER_IS_BETTER: ClassVar[Mapping[str, bool]] = {"canonical_mass": True}
 
     @staticmethod
-    def summarize(records: list[dict[str, Any]]) -> scoring.Summary:
-        return likelihood.summarize(records)
+    def summarize(records: list[dict[str, Any]]) -> sampling_scores.Summary:
+        return likelihood_metrics.summarize(records)
 
     def construct_requests(self, doc: dict[str, Any], ctx: Any, **kwargs: Any) -> list[Instance]:
         """The choices' requests, then one more for the delimiter alone (the anchor).
@@ -242,4 +239,4 @@ class LikelihoodTask(CalbenchTask):
         target = make_target(doc["family"], json.loads(doc["params"]))
         space = canonical_space(target, doc["decimals"], doc["max_bins"])
         lls = [r[0] for r in results]
-        return likelihood.score_choices(target, space, lls[:-1], anchor=lls[-1])
+        return likelihood_metrics.score_choices(target, space, lls[:-1], anchor=lls[-1])

@@ -4,7 +4,7 @@ It answers the same requests as ``--model hf`` (it is a subclass, and lm-eval's 
 tokenization is kept), faster:
 
 * loglikelihood: requests that share a context are scored as one token trie with
-  ``calbench.scorer.score_trie`` (the prompt once, then one token per trie node, instead
+  ``calbench.tree_attention.score_trie`` (the prompt once, then one token per trie node, instead
   of prompt + answer per request), and each answer comes back as a
   ``likelihood.TokenLogprobs`` carrying its per-token terms, from which calbench's
   likelihood tasks compute the exact ``logit_kl``;
@@ -29,27 +29,25 @@ from lm_eval.models.huggingface import HFLM
 from lm_eval.models.utils import handle_stop_sequences, normalize_gen_kwargs, postprocess_generated_text
 from tqdm import tqdm
 
-from calbench.likelihood import TokenLogprobs
+from calbench.likelihood_metrics import TokenLogprobs
+from calbench.policy import PURE_SAMPLING, sampling_deviations
 from calbench.sampler import sample
-from calbench.scorer import cache_kwarg, output_cache, score_trie
+from calbench.tree_attention import cache_kwarg, output_cache, score_trie
 from calbench.trie import build_trie
 
 
 def _pure_sampling(kwargs: dict[str, Any], until: list[str], eos: str) -> float | None:
     """The temperature, when the settings are plain softmax sampling stopped only by EOS.
 
-    top_k and top_p must be given and disabled (0 / 1): left unset, HF generate would
-    apply the model's generation-config defaults, which only ``_generate`` reproduces.
+    That is ``calbench.policy``'s pure sampling at any positive temperature, every setting
+    given (left unset, HF generate would apply the model's generation-config defaults,
+    which only ``_generate`` reproduces), nothing else set, no stop string but EOS.
     """
-    rest = {k: v for k, v in kwargs.items() if k not in ("do_sample", "temperature", "top_k", "top_p")}
     plain = (
-        kwargs.get("do_sample") is True
-        and float(kwargs.get("temperature", 0.0)) > 0
-        and kwargs.get("top_k", -1) in (0, None) and "top_k" in kwargs
-        and float(kwargs.get("top_p", 0.0)) == 1.0
-        and not rest
+        not sampling_deviations(kwargs, any_temperature=True)
+        and set(kwargs) <= set(PURE_SAMPLING)
         and set(until) <= {eos}
-    )  # fmt: skip
+    )
     return float(kwargs["temperature"]) if plain else None
 
 

@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from calbench.stats import sample_mean
+
 CLASSIFIER = "yimingzhang/deberta-v3-large-generation-similarity"
 CLASSIFIER_TOKENIZER = "microsoft/deberta-v3-large"
 CLASSIFIER_THRESHOLD = 0.102
@@ -161,10 +163,10 @@ def score_split(
         rows.append(row)
     summary: dict[str, Any] = {"prompts": len(rows)}
     for key in ("distinct", "utility"):
-        values = np.array([r[key] for r in rows if key in r], dtype=float)
-        if values.size:
-            se = values.std(ddof=1) / np.sqrt(values.size) if values.size > 1 else float("nan")
-            summary[key] = {"mean": float(values.mean()), "se": float(se)}
+        values = [r[key] for r in rows if key in r]
+        if values:
+            mean = sample_mean(values, nan="propagate")
+            summary[key] = {"mean": mean.value, "se": mean.se}
     return {"summary": summary, "prompts": rows}
 
 
@@ -201,3 +203,17 @@ def score_files(paths: Sequence[str | Path], full: bool = False, device: str = "
             scored["summary"]["distinct_lite"] = scored["summary"].pop("distinct", None)
         splits[split] = scored
     return {"scorer": "full" if full else "lite", "splits": splits}
+
+
+def summary_text(scored: dict[str, Any]) -> str:
+    """What ``calbench noveltybench score`` prints: per split, the means ± standard errors."""
+    full = scored["scorer"] == "full"
+    label = "NoveltyBench (DeBERTa partition, Skywork reward)" if full else "NoveltyBench-lite (model-free)"
+    lines = [f"{label}; mean ± standard error over prompts, per split"]
+    for split, result in scored["splits"].items():
+        parts = [f"prompts {result['summary']['prompts']}"]
+        for key in ("distinct", "distinct_lite", "utility"):
+            if result["summary"].get(key):
+                parts.append(f"{key} {result['summary'][key]['mean']:.3f} ± {result['summary'][key]['se']:.3f}")
+        lines.append(f"  {split}: " + ", ".join(parts))
+    return "\n".join(lines)

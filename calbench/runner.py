@@ -11,15 +11,15 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from calbench import tasks_path
+from calbench.policy import REFERENCE_MODELS, REFERENCE_TERMINATOR, THINKING_DEFAULT, needs_thinking_default
 
 DEFAULT_OUTPUT = Path("calbench_results")
-THINKING_BACKENDS = ("hf", "vllm", "calbench-hf")  # lm-eval backends that accept enable_thinking
-REFERENCE_MODELS = ("calbench-oracle", "calbench-collapsed")
 
 
 def offline_defaults() -> None:
@@ -64,17 +64,12 @@ def evaluate(
     from lm_eval.loggers import EvaluationTracker
     from lm_eval.utils import simple_parse_args_string
 
-    from calbench.references import register
+    from calbench.reference_lms import register
 
     offline_defaults()
     register()
-    if (
-        model in THINKING_BACKENDS
-        and model_args
-        and "enable_thinking" not in model_args
-        and "chat_template_args" not in model_args
-    ):
-        model_args += ",enable_thinking=False"  # as `calbench eval` does; see lm_eval_argv
+    if needs_thinking_default(model, model_args):
+        model_args += f",{THINKING_DEFAULT}"  # as `calbench eval` does; see lm_eval_argv
 
     # As lm-eval's CLI does: tasks see the model arguments (the likelihood tasks read the
     # tokenizer's terminator from `pretrained`) and the run's metadata.
@@ -84,7 +79,7 @@ def evaluate(
     if num_samples:
         metadata["num_samples"] = num_samples
     if model in REFERENCE_MODELS:  # no tokenizer, no terminator: answers end where their text ends
-        metadata["calbench_terminator"] = ""
+        metadata["calbench_terminator"] = REFERENCE_TERMINATOR
     tracker = EvaluationTracker(output_path=str(output_path)) if output_path else None
     results = simple_evaluate(
         model=model,
@@ -149,22 +144,17 @@ def lm_eval_argv(args: Sequence[str], num_samples: int | None = None) -> list[st
         out.append("--log_samples")
     model = _value_of(out, "--model") or "hf"
     model_args = _value_of(out, "--model_args")
-    if (
-        model in THINKING_BACKENDS
-        and model_args
-        and "enable_thinking" not in model_args
-        and "chat_template_args" not in model_args
-    ):
+    if model_args and needs_thinking_default(model, model_args):
         if model_args.lstrip().startswith("{"):
             merged = {**json.loads(model_args), "enable_thinking": False}
             out = _set(out, "--model_args", json.dumps(merged))
         else:
-            out = _set(out, "--model_args", f"{model_args},enable_thinking=False")
+            out = _set(out, "--model_args", f"{model_args},{THINKING_DEFAULT}")
     extra: dict[str, Any] = {}
     if num_samples is not None:
         extra["num_samples"] = num_samples
     if model in REFERENCE_MODELS:  # no tokenizer, no terminator: answers end where their text ends
-        extra["calbench_terminator"] = ""
+        extra["calbench_terminator"] = REFERENCE_TERMINATOR
     if extra:
         metadata = json.loads(_value_of(out, "--metadata") or "{}")
         out = _set(out, "--metadata", json.dumps({**extra, **metadata}))
@@ -175,9 +165,19 @@ def lm_eval_cli(args: Sequence[str]) -> None:
     """Run lm-eval's own command line with calbench's models registered."""
     from lm_eval.__main__ import cli_evaluate
 
-    from calbench.references import register
+    from calbench.reference_lms import register
 
     offline_defaults()
     register()
     sys.argv = ["lm_eval", *args]
     cli_evaluate()
+
+
+def eval_cli(args: Sequence[str], num_samples: int | None = None) -> Path | None:
+    """``calbench eval``: lm-eval's CLI with calbench's defaults; the results file it wrote, if any."""
+    from calbench.results_tables import latest_results
+
+    argv = lm_eval_argv(args, num_samples=num_samples)
+    started = time.time()
+    lm_eval_cli(argv)
+    return latest_results(Path(_value_of(argv, "--output_path") or DEFAULT_OUTPUT), since=started)

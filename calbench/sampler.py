@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from transformers.cache_utils import DynamicLayer
 
-from calbench.scorer import cache_kwarg, output_cache
+from calbench.tree_attention import cache_kwarg, output_cache
 
 
 def arrange(parent: list[int], rows: int) -> tuple[list[int], list[int], list[int]]:

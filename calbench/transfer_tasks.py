@@ -8,37 +8,13 @@ fill lm-eval's stderr column (each task's summary says how).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
-import numpy as np
 from lm_eval.api.instance import Instance
 
 from calbench import mcq, noveltybench, openended
 from calbench.harness import CalbenchTask
-from calbench.metrics import rate_se
-from calbench.scoring import Estimate, Summary
-
-
-def _mean(values: Sequence[float | None]) -> Estimate:
-    """Mean over prompts; its standard error from the spread over prompts."""
-    v = np.array([x for x in values if x is not None and math.isfinite(x)], dtype=float)
-    if v.size == 0:
-        return Estimate(math.nan, math.nan)
-    return Estimate(float(v.mean()), float(v.std(ddof=1) / np.sqrt(v.size)) if v.size > 1 else math.nan)
-
-
-def _median(values: Sequence[float | None], seed: int = 0) -> Estimate:
-    """Median over prompts; its standard error from a bootstrap over prompts."""
-    v = np.array([x for x in values if x is not None and math.isfinite(x)], dtype=float)
-    if v.size == 0:
-        return Estimate(math.nan, math.nan)
-    draws = np.median(v[np.random.default_rng(seed).integers(0, v.size, (2000, v.size))], axis=1)
-    return Estimate(float(np.median(v)), float(draws.std(ddof=1)))
-
-
-def _summary(overall: dict[str, Estimate], n: int) -> Summary:
-    return Summary({}, overall, n)
+from calbench.stats import Estimate, Summary, bootstrap_median, rate, rate_se, sample_mean
 
 
 def open_ended_docs(**_: Any) -> dict[str, Any]:
@@ -57,11 +33,6 @@ class OpenEndedTask(CalbenchTask):
     SUPPORT = tuple(f"support_{round(p * 100)}" for p in openended.SUPPORT_LEVELS)
     OVERALL = ("unique_answers", "answer_entropy", "top_answer_share")
     OPTIONAL = (*SUPPORT, "support_90_median")
-    HIGHER_IS_BETTER: ClassVar[Mapping[str, bool]] = {
-        "unique_answers": True,
-        "answer_entropy": True,
-        **dict.fromkeys(SUPPORT, True),
-    }
 
     def construct_requests(self, doc: dict[str, Any], ctx: Any, **kwargs: Any) -> list[Instance]:
         """The sampling request, and with a chat template one loglikelihood request of the
@@ -77,11 +48,12 @@ class OpenEndedTask(CalbenchTask):
 
     @staticmethod
     def summarize(records: list[dict[str, Any]]) -> Summary:
-        overall = {m: _mean([r[m] for r in records]) for m in OpenEndedTask.OVERALL}
+        # Support sizes exist only where calbench-hf scored the first answer token: "omit".
+        overall = {m: sample_mean([r[m] for r in records], nan="omit") for m in OpenEndedTask.OVERALL}
         for m in OpenEndedTask.SUPPORT:
-            overall[m] = _mean([r.get(m) for r in records])
-        overall["support_90_median"] = _median([r.get("support_90") for r in records])
-        return _summary(overall, len(records))
+            overall[m] = sample_mean([r.get(m) for r in records], nan="omit")
+        overall["support_90_median"] = bootstrap_median([r.get("support_90") for r in records], nan="omit", seed=0)
+        return Summary({}, overall, len(records))
 
     def record(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
         answers = results[0] if isinstance(results[0], list) else [results[0]]
@@ -112,7 +84,6 @@ class MCQTask(CalbenchTask):
         "tv_distance_lenient",
         "parse_rate_lenient",
     )
-    HIGHER_IS_BETTER: ClassVar[Mapping[str, bool]] = {"parse_rate": True, "parse_rate_lenient": True}
 
     @staticmethod
     def summarize(records: list[dict[str, Any]]) -> Summary:
@@ -123,14 +94,14 @@ class MCQTask(CalbenchTask):
         overall = {
             "tv_distance": Estimate(b["tv_distance"], mcq.bootstrap_tv(strict)),
             "chi2": Estimate(b["chi2"], math.nan),
-            "parse_rate": Estimate(parsed / max(n, 1), rate_se(parsed, n)),
+            "parse_rate": rate(parsed, n),
             "tv_distance_lenient": Estimate(bl["tv_distance"], mcq.bootstrap_tv(lenient)),
-            "parse_rate_lenient": Estimate(bl["parsed"] / max(n, 1), rate_se(int(bl["parsed"]), n)),
+            "parse_rate_lenient": rate(int(bl["parsed"]), n),
         }
         for x in mcq.LETTERS:
             k = round(b.get(f"freq_{x}", math.nan) * parsed) if parsed else 0
             overall[f"freq_{x}"] = Estimate(b.get(f"freq_{x}", math.nan), rate_se(k, parsed) if parsed else math.nan)
-        return _summary(overall, len(records))
+        return Summary({}, overall, len(records))
 
     def record(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
         generations = results[0] if isinstance(results[0], list) else [results[0]]
@@ -160,11 +131,12 @@ class NoveltyTask(CalbenchTask):
     """k generations per prompt; the lite partition in-task, full scoring by ``calbench noveltybench score``."""
 
     OVERALL = ("distinct_lite",)
-    HIGHER_IS_BETTER: ClassVar[Mapping[str, bool]] = {"distinct_lite": True}
 
     @staticmethod
     def summarize(records: list[dict[str, Any]]) -> Summary:
-        return _summary({"distinct_lite": _mean([r["distinct_lite"] for r in records])}, len(records))
+        return Summary(
+            {}, {"distinct_lite": sample_mean([r["distinct_lite"] for r in records], nan="omit")}, len(records)
+        )
 
     def record(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
         generations = results[0] if isinstance(results[0], list) else [results[0]]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import calbench
-from calbench import models, runner
+from calbench import model_catalogue, runner
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -97,13 +97,13 @@ def test_models_catalogue_errors(capsys):
     assert main(["models", "list"]) == 0
     assert "smollm2-135m-instruct" in capsys.readouterr().out
     with pytest.raises(KeyError, match="catalogue has"):
-        models.folder("gpt-9")
+        model_catalogue.folder("gpt-9")
 
 
 def test_models_cache_location(monkeypatch, tmp_path):
     monkeypatch.setenv("CALBENCH_CACHE", str(tmp_path))
-    assert models.folder("gemma-3-270m") == tmp_path / "models" / "gemma-3-270m"
-    assert not models.is_ready("gemma-3-270m")
+    assert model_catalogue.folder("gemma-3-270m") == tmp_path / "models" / "gemma-3-270m"
+    assert not model_catalogue.is_ready("gemma-3-270m")
 
 
 def test_wheel_ships_the_tasks(tmp_path):

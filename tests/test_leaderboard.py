@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from calbench import cli, leaderboard, plots, runner
+from calbench import cli, runner
 from calbench.families import FAMILIES
-from calbench.leaderboard import RefusedRunError
-from calbench.scoring import Z95, Estimate
+from calbench.leaderboard import plots, render, score
+from calbench.leaderboard import records as run_records
+from calbench.leaderboard.records import RefusedRunError
+from calbench.stats import Z95, Estimate
 
 ROOT = Path(__file__).resolve().parents[1]
 BOARD = ROOT / "leaderboards"
@@ -32,8 +34,8 @@ def reference_results(tmp_path_factory):
 @pytest.fixture(scope="module")
 def records(reference_results):
     return [
-        leaderboard.build_record("oracle", "reference", reference_results["calbench-oracle"], "calbench eval oracle"),
-        leaderboard.build_record("collapsed", "reference", reference_results["calbench-collapsed"], "calbench eval c"),
+        run_records.build_record("oracle", "reference", reference_results["calbench-oracle"], "calbench eval oracle"),
+        run_records.build_record("collapsed", "reference", reference_results["calbench-collapsed"], "calbench eval c"),
     ]
 
 
@@ -47,8 +49,8 @@ def _results(**gen):
 
 
 def test_pure_sampling_is_accepted():
-    leaderboard.check_run(_results())
-    leaderboard.check_run(_results(top_k=-1))  # vLLM's "no top-k"
+    run_records.check_run(_results())
+    run_records.check_run(_results(top_k=-1))  # vLLM's "no top-k"
 
 
 @pytest.mark.parametrize(
@@ -62,45 +64,46 @@ def test_pure_sampling_is_accepted():
 )
 def test_non_t1_sampling_is_refused(change, message):
     with pytest.raises(RefusedRunError, match=message):
-        leaderboard.check_run(_results(**change))
+        run_records.check_run(_results(**change))
 
 
 def test_limit_and_cli_overrides_are_refused():
     limited = _results()
     limited["config"]["limit"] = 3
     with pytest.raises(RefusedRunError, match="--limit 3"):
-        leaderboard.check_run(limited)
+        run_records.check_run(limited)
     overridden = _results()
     overridden["config"]["gen_kwargs"] = "temperature=0.5"
     with pytest.raises(RefusedRunError, match=r"temperature=0\.5"):
-        leaderboard.check_run(overridden)
+        run_records.check_run(overridden)
 
 
 def test_family_score_by_hand():
     # attainable = floor + z95 se = (0.5 - 0.3) + 1.96 * 0.05 = 0.298; valid 0.8 -> 0.8 * 0.298 / 0.5
-    s, se = leaderboard.family_score(Estimate(0.8, 0.04), Estimate(0.5, 0.05), Estimate(0.3, 0.05))
+    got = score.family_score(Estimate(0.8, 0.04), Estimate(0.5, 0.05), Estimate(0.3, 0.05))
+    s, se = got.value, got.se
     a = 0.2 + Z95 * 0.05
     assert a == pytest.approx(0.298, abs=1e-5)
     assert s == pytest.approx(0.8 * a / 0.5)
     assert se == pytest.approx(math.hypot(a / 0.5 * 0.04, 0.8 * a / 0.25 * 0.05))
     # W1 above the floor but within 1.96 standard errors: full credit
-    assert leaderboard.family_score(Estimate(0.9, 0.01), Estimate(0.3, 0.1), Estimate(0.15, 0.1))[0] == 0.9
-    assert leaderboard.family_score(Estimate(1.0, 0.0), Estimate(0.2, 0.0), Estimate(-0.01, 0.0))[0] == 1.0
-    assert leaderboard.family_score(Estimate(0.0, 0.01), Estimate(math.nan, 0), Estimate(math.nan, 0)) == (0.0, 0.0)
+    assert score.family_score(Estimate(0.9, 0.01), Estimate(0.3, 0.1), Estimate(0.15, 0.1)).value == 0.9
+    assert score.family_score(Estimate(1.0, 0.0), Estimate(0.2, 0.0), Estimate(-0.01, 0.0)).value == 1.0
+    assert score.family_score(Estimate(0.0, 0.01), Estimate(math.nan, 0), Estimate(math.nan, 0)) == Estimate(0.0, 0.0)
 
 
 def test_calibration_score_by_hand(records):
     record = copy.deepcopy(records[0])
-    for split in leaderboard.NUMERIC_SPLITS:
-        for metrics in record["tasks"][leaderboard.SAMPLING_TASKS[split]]["families"].values():
+    for split in score.NUMERIC_SPLITS:
+        for metrics in record["tasks"][score.SAMPLING_TASKS[split]]["families"].values():
             metrics.update(valid_rate=[1.0, 0.0], w1=[0.5, 0.0], excess_w1=[0.0, 0.0])
-    assert leaderboard.calibration_score(record).value == pytest.approx(100.0)
+    assert score.calibration_score(record).value == pytest.approx(100.0)
     # the six held-out families answer nothing: 24 of 30 families score 1
     for metrics in record["tasks"]["calbench_numeric_heldout"]["families"].values():
         metrics.update(valid_rate=[0.0, 0.0], w1=[None, None], excess_w1=[None, None])
-    assert leaderboard.calibration_score(record).value == pytest.approx(100 * 24 / 30)
+    assert score.calibration_score(record).value == pytest.approx(100 * 24 / 30)
     del record["tasks"]["calbench_numeric_heldout"]
-    assert math.isnan(leaderboard.calibration_score(record).value)
+    assert math.isnan(score.calibration_score(record).value)
 
 
 def test_record_contents(records):
@@ -112,7 +115,7 @@ def test_record_contents(records):
     assert unseen["generation"]["temperature"] == 1.0
     assert set(unseen["families"]) == {f for f, fam in FAMILIES.items() if not fam.heldout}
     assert len(unseen["samples"]) == 24 and all(len(p["values"]) == 20 for p in unseen["samples"])
-    cs_oracle, cs_collapsed = (leaderboard.calibration_score(r) for r in records)
+    cs_oracle, cs_collapsed = (score.calibration_score(r) for r in records)
     assert cs_oracle.value > 90 and cs_oracle.se >= 0
     assert cs_collapsed.value < cs_oracle.value - 20
 
@@ -121,23 +124,23 @@ def test_limited_run_is_refused(tmp_path):
     runner.evaluate("calbench-oracle", ["calbench_numeric_heldout"], num_samples=5, output_path=tmp_path, limit=2)
     (results,) = tmp_path.rglob("results_*.json")
     with pytest.raises(RefusedRunError, match="--limit 2"):
-        leaderboard.build_record("x", "reference", [results], "cmd")
+        run_records.build_record("x", "reference", [results], "cmd")
     assert cli.main(["leaderboard", "add", "x", "--type", "reference", "--command", "c", str(results)]) == 2
 
 
 def test_mixed_systems_and_bad_types_are_refused(reference_results):
     both = [reference_results["calbench-oracle"][0], reference_results["calbench-collapsed"][0]]
     with pytest.raises(RefusedRunError, match="different systems"):
-        leaderboard.build_record("x", "reference", both, "cmd")
+        run_records.build_record("x", "reference", both, "cmd")
     with pytest.raises(RefusedRunError, match="entry type"):
-        leaderboard.build_record("x", "model", both[:1], "cmd")
+        run_records.build_record("x", "model", both[:1], "cmd")
 
 
 def test_render_and_store_round_trip(records, reference_results, tmp_path):
     store = tmp_path / "results"
     for record in records:
-        leaderboard.save_record(record, store)
-    assert leaderboard.load_records(store) == sorted(records, key=lambda r: r["name"])
+        run_records.save_record(record, store)
+    assert run_records.load_records(store) == sorted(records, key=lambda r: r["name"])
     readme = tmp_path / "top.md"
     readme.write_text("intro\n<!-- leaderboard:start -->\nold\n<!-- leaderboard:end -->\nrest\n")
     argv = ["leaderboard", "render", "--results-dir", str(store), "--output", str(tmp_path), "--readme", str(readme)]
@@ -153,11 +156,11 @@ def test_render_and_store_round_trip(records, reference_results, tmp_path):
 
 
 def test_splice_readme_needs_markers():
-    assert leaderboard.splice_readme("a\n<!-- leaderboard:start -->\nx\n<!-- leaderboard:end -->\nb", "T") == (
+    assert render.splice_readme("a\n<!-- leaderboard:start -->\nx\n<!-- leaderboard:end -->\nb", "T") == (
         "a\n<!-- leaderboard:start -->\nT\n<!-- leaderboard:end -->\nb"
     )
     with pytest.raises(RefusedRunError, match="leaderboard:start"):
-        leaderboard.splice_readme("no markers", "T")
+        render.splice_readme("no markers", "T")
 
 
 def test_plots_are_written_and_open(records, tmp_path):
@@ -172,12 +175,12 @@ def test_plots_are_written_and_open(records, tmp_path):
 
 
 def test_committed_leaderboard_is_reproduced_byte_for_byte():
-    records = leaderboard.load_records(BOARD / "results")
+    records = run_records.load_records(BOARD / "results")
     assert records, "no committed run records"
-    for name, content in leaderboard.render(records, plots.plot_paths(records)).items():
+    for name, content in render.render(records, plots.plot_paths(records)).items():
         assert (BOARD / name).read_text() == content, f"leaderboards/{name} is stale: calbench leaderboard render"
     readme = (ROOT / "README.md").read_text()
-    assert readme == leaderboard.splice_readme(readme, leaderboard.headline_markdown(records))
+    assert readme == render.splice_readme(readme, render.headline_markdown(records))
     for rel in plots.plot_paths(records):
         assert (BOARD / rel).is_file(), rel
 
@@ -185,11 +188,12 @@ def test_committed_leaderboard_is_reproduced_byte_for_byte():
 def test_adapter_card_gets_the_evaluation(records, tmp_path):
     import json
 
+    from calbench.training import card as model_card
     from calbench.training.config import TrainConfig
 
     store, adapter = tmp_path / "results", tmp_path / "adapter"
     for record in records:
-        leaderboard.save_record(record, store)
+        run_records.save_record(record, store)
     adapter.mkdir()
     summary = {
         "config": TrainConfig(method="hard", max_steps=7).resolve().to_dict(),
@@ -201,6 +205,10 @@ def test_adapter_card_gets_the_evaluation(records, tmp_path):
         "versions": {"calbench": "0.1.0"},
     }
     (adapter / "calbench_train.json").write_text(json.dumps(summary))
+    # As the trainer writes it: a card without an evaluation yet.
+    config = TrainConfig(method="hard", max_steps=7).resolve()
+    (adapter / "README.md").write_text(model_card.render(config, summary))
+    before = (adapter / "README.md").read_text()
     argv = ["leaderboard", "card", str(adapter), "oracle", "collapsed", "--results-dir", str(store)]
     assert cli.main(argv) == 0
     card = (adapter / "README.md").read_text()
@@ -208,6 +216,10 @@ def test_adapter_card_gets_the_evaluation(records, tmp_path):
     evaluation = card.split("## Evaluation", 1)[1]
     assert re.search(r"\| oracle +\| reference +\| \d", evaluation)
     assert "- collapsed: `calbench eval c`" in evaluation
+    # Only the evaluation changed: the card equals a fresh render with that evaluation.
+    by_name = {r["name"]: r for r in run_records.load_records(store)}
+    table = render.card_evaluation([by_name["oracle"], by_name["collapsed"]])
+    assert card == model_card.render(config, summary, table) != before
     assert cli.main([*argv[:3], "nobody", "--results-dir", str(store)]) == 2
 
 
@@ -220,7 +232,7 @@ def test_add_takes_the_adapters_drift(reference_results, tmp_path, capsys):
     common = ["--type", "reference", "--command", "c", "--results-dir", str(store), "--drift", str(drift)]
     files = [str(p) for p in reference_results["calbench-oracle"]]
     assert cli.main(["leaderboard", "add", "x", *common, "--adapter", str(Path("runs/a").resolve()), *files]) == 0
-    (record,) = leaderboard.load_records(store)
-    assert leaderboard.drift_metric(record) == Estimate(0.02, 0.001)
+    (record,) = run_records.load_records(store)
+    assert score.drift_metric(record) == Estimate(0.02, 0.001)
     assert cli.main(["leaderboard", "add", "y", *common, "--adapter", "runs/b", *files]) == 2
     assert "no drift for adapter runs/b" in capsys.readouterr().err

@@ -9,12 +9,13 @@ from scipy import stats
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from calbench import runner
+from calbench.answer_tokens import answer_tokens, terminator
 from calbench.families import FAMILIES, make_target
-from calbench.likelihood import TokenLogprobs
+from calbench.likelihood_metrics import TokenLogprobs
 from calbench.prompt import encode, prompt_text, render
-from calbench.scorer import score_trie
 from calbench.space import canonical_space
-from calbench.trie import answer_tokens, build_trie, terminator
+from calbench.tree_attention import score_trie
+from calbench.trie import build_trie
 
 TASKS = ["calbench_numeric_unseen_likelihood", "calbench_numeric_heldout_likelihood"]
 

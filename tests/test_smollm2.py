@@ -11,14 +11,14 @@ import subprocess
 
 import pytest
 
-from calbench import models, tasks_path
+from calbench import model_catalogue, tasks_path
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def smollm2():
-    return models.model_path("smollm2-135m-instruct")
+    return model_catalogue.model_path("smollm2-135m-instruct")
 
 
 def test_converted_folder_is_a_plain_model(smollm2):
@@ -37,10 +37,10 @@ def test_answer_tokens_match_in_context_tokenization(smollm2, chat):
     # the answer slice of the whole prompt + answer.
     from transformers import AutoTokenizer
 
+    from calbench.answer_tokens import answer_tokens
     from calbench.families import make_target
     from calbench.prompt import prompt_text, render
     from calbench.space import canonical_space
-    from calbench.trie import answer_tokens
 
     tok = AutoTokenizer.from_pretrained(smollm2)
     for target in (make_target("gaussian", {"mu": -0.5, "sigma": 2}), make_target("poisson", {"lambda": 300})):

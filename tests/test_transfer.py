@@ -11,7 +11,7 @@ import pytest
 import torch
 from scipy import stats
 
-from calbench import cli, drift, mcq, noveltybench, openended, report, runner
+from calbench import cli, drift, mcq, noveltybench, openended, results_tables, runner
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -231,7 +231,7 @@ def test_retention_group_is_indexed():
 def test_retention_deltas(tmp_path, capsys):
     base = {"results": {"tinyArc": {"acc_norm,none": 0.5, "acc_norm_stderr,none": 0.03, "alias": "tinyArc"}}}
     tuned = {"results": {"tinyArc": {"acc_norm,none": 0.45, "acc_norm_stderr,none": 0.04}, "other": {}}}
-    (rows,) = report.retention_deltas(base, tuned)
+    (rows,) = results_tables.retention_deltas(base, tuned)
     assert rows["task"] == "tinyArc" and rows["metric"] == "acc_norm"
     assert rows["delta"].value == pytest.approx(-0.05) and rows["delta"].se == pytest.approx(0.05)
     (tmp_path / "b.json").write_text(json.dumps(base))

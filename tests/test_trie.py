@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 from transformers import AutoTokenizer
 
+from calbench.answer_tokens import answer_tokens, terminator
 from calbench.families import make_target
 from calbench.prompt import prompt_text, render
 from calbench.space import canonical_space
 from calbench.tiny import CHATML
-from calbench.trie import answer_tokens, build_trie, terminator
+from calbench.trie import build_trie
 
 SEQS = [[5, 1, 9], [5, 1, 8], [5, 2, 9], [7, 9]]
 MASS = np.array([0.1, 0.2, 0.3, 0.4])
@@ -87,7 +88,7 @@ def test_answer_tokens_for_a_base_prompt_and_a_negative_integer_space(model, req
 
 
 def test_answer_tokens_cache_stays_exact_when_full(tiny_split, monkeypatch):
-    import calbench.trie as trie_module
+    import calbench.answer_tokens as trie_module
 
     monkeypatch.setattr(trie_module, "_ALONE_MAX", 250)
     tok = AutoTokenizer.from_pretrained(tiny_split)
@@ -120,7 +121,7 @@ def _byte_level_bpe_tokenizer():
 
 @pytest.mark.parametrize("added", [None, "12"])
 def test_answer_tokens_from_bpe_words(added):
-    import calbench.trie as trie_module
+    import calbench.answer_tokens as trie_module
 
     tok = _byte_level_bpe_tokenizer()
     if added:  # an added token made of digits: words alone no longer give the answer's tokens
@@ -148,7 +149,7 @@ def test_answer_tokens_refuse_a_prompt_that_merges_with_the_answer(tiny_merge):
 
 def test_answer_tokens_fall_back_to_whole_prompt_tokenization(tiny_merge, monkeypatch):
     # If the one-call tokenization disagrees with the probes, every answer is tokenized in context.
-    import calbench.trie as trie_module
+    import calbench.answer_tokens as trie_module
 
     tok = AutoTokenizer.from_pretrained(tiny_merge)
     target = make_target("poisson", {"lambda": 40})

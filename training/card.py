@@ -2,25 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.metadata
-import json
 import platform
-from pathlib import Path
 from typing import Any
 
+from calbench import model_catalogue
+from calbench.leaderboard.records import package_versions
+from calbench.leaderboard.render import CARD_AFTER_EVALUATION, CARD_EVALUATION
 from calbench.training.config import TrainConfig
 
 PACKAGES = ("calbench", "torch", "transformers", "peft", "accelerate", "lm-eval", "numpy", "scipy")
 
 
 def versions() -> dict[str, str]:
-    out = {"python": platform.python_version()}
-    for name in PACKAGES:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = "not installed"
-    return out
+    """Python's and the packages' versions, for the card and ``calbench_train.json``."""
+    return {"python": platform.python_version(), **package_versions(PACKAGES)}
 
 
 def render(config: TrainConfig, summary: dict[str, Any], evaluation: str | None = None) -> str:
@@ -31,9 +26,7 @@ def render(config: TrainConfig, summary: dict[str, Any], evaluation: str | None 
         if config.method == "soft"
         else "hard targets: cross-entropy on sampled answers and their terminator"
     )
-    from calbench import models
-
-    entry = models.CATALOGUE.get(config.model)
+    entry = model_catalogue.CATALOGUE.get(config.model)
     if entry is not None:  # a catalogue model: name the hub model, say which weights were trained
         hub, base = entry.hub_id, f"$(calbench models path {config.model})"
         about = (
@@ -82,26 +75,12 @@ def render(config: TrainConfig, summary: dict[str, Any], evaluation: str | None 
         "  --include_path $(calbench tasks-path) --tasks calbench_numeric_unseen --apply_chat_template",
         "```",
         "",
-        "## Evaluation",
+        CARD_EVALUATION,
         "",
         evaluation
         or "Not evaluated yet: `calbench eval --model calbench-hf --model_args pretrained=BASE,peft=ADAPTER ...`.",
         "",
-        "The resolved training configuration and the loss history are in `calbench_train.json`.",
+        f"{CARD_AFTER_EVALUATION} and the loss history are in `calbench_train.json`.",
         "",
     ]
     return "\n".join(lines)
-
-
-def update(adapter: Path, evaluation: str) -> Path:
-    """Re-render an adapter folder's model card with an evaluation section (atomic write)."""
-    import dataclasses
-
-    summary = json.loads((adapter / "calbench_train.json").read_text())
-    fields = {f.name for f in dataclasses.fields(TrainConfig)}
-    values = {k: tuple(v) if isinstance(v, list) else v for k, v in summary["config"].items() if k in fields}
-    card = adapter / "README.md"
-    tmp = card.with_name("README.md.tmp")
-    tmp.write_text(render(TrainConfig(**values), summary, evaluation))
-    tmp.replace(card)
-    return card

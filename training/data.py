@@ -29,12 +29,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from calbench.answer_tokens import answer_tokens, terminator
 from calbench.families import Target, split_points
-from calbench.metrics import seed_for
 from calbench.prompt import encode, prompt_text, render
 from calbench.space import canonical_space
+from calbench.stats import seed_for
 from calbench.training.losses import children_targets, node_weights
-from calbench.trie import Trie, answer_tokens, build_trie, terminator
+from calbench.trie import Trie, build_trie
 
 
 @dataclass(frozen=True)

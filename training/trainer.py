@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainingArguments
 
+from calbench import model_catalogue
 from calbench.training import card
 from calbench.training.config import TrainConfig
 from calbench.training.data import FullTrieCollator, HardCollator, SoftPathCollator, TrainingSet
@@ -68,19 +69,12 @@ def _warmup(ratio: float) -> dict[str, Any]:
     return {"warmup_ratio": ratio} if "warmup_ratio" in names else {"warmup_steps": ratio}
 
 
-def resolve_model(name: str) -> str:
-    """A catalogue name becomes its converted local folder; anything else is passed on."""
-    from calbench import models
-
-    return str(models.model_path(name)) if name in models.CATALOGUE else name
-
-
 def build(config: TrainConfig) -> tuple[CalibrationTrainer, TrainingSet]:
     """The Trainer of a run (model with fresh LoRA adapters, data, collator, arguments)."""
     from peft import LoraConfig, get_peft_model
 
     config = config.resolve()
-    path = resolve_model(config.model)
+    path = model_catalogue.resolve(config.model)
     cuda = torch.cuda.is_available() and not config.use_cpu
     tokenizer = AutoTokenizer.from_pretrained(path)
     if tokenizer.pad_token_id is None:
@@ -161,7 +155,7 @@ def run(config: TrainConfig) -> Path:
     data.tokenizer.save_pretrained(tmp)
     summary = {
         "config": resolved.to_dict(),
-        "base_model": resolve_model(resolved.model),
+        "base_model": model_catalogue.resolve(resolved.model),
         "steps": int(result.global_step),
         "world_size": trainer.args.world_size,
         "examples": min(

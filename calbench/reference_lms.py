@@ -20,7 +20,7 @@ from lm_eval.api.registry import register_model
 from tqdm import tqdm
 
 from calbench.families import Target, ppf
-from calbench.likelihood import TokenLogprobs
+from calbench.likelihood_metrics import TokenLogprobs
 from calbench.prompt import read_prompt
 from calbench.space import DEFAULT_DECIMALS, canonical_space
 from calbench.trie import build_trie

@@ -18,15 +18,16 @@ samples from), and, for ``logit_kl``, the log-probability of every trie edge.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from calbench.families import Target
-from calbench.metrics import iqr
-from calbench.scoring import Estimate, Summary
+from calbench.sampling_metrics import iqr
 from calbench.space import Space
+from calbench.stats import Estimate, Summary, quadrature_mean
 from calbench.trie import Trie, build_trie
 
 
@@ -158,11 +159,13 @@ def summarize(records: Sequence[dict[str, Any]]) -> Summary:
         by_family.setdefault(r["family"], []).append(r)
     names = [*METRICS, "logit_kl"]
 
-    def mean(values: list[Any]) -> Estimate:
-        if not values or any(v is None for v in values):
-            return Estimate(float("nan"), 0.0)
-        return Estimate(float(np.mean(values)), 0.0)
+    def exact(value: float | None) -> Estimate:
+        return Estimate(math.nan if value is None else value, 0.0)
 
-    families = {f: {m: mean([r[m] for r in rs]) for m in names} for f, rs in by_family.items()}
-    overall = {m: mean([families[f][m].value for f in families]) for m in names}
+    # logit_kl is None without per-token terms: then undefined for the family and overall.
+    families = {
+        f: {m: quadrature_mean([exact(r[m]) for r in rs], nan="propagate") for m in names}
+        for f, rs in by_family.items()
+    }
+    overall = {m: quadrature_mean([families[f][m] for f in families], nan="propagate") for m in names}
     return Summary(families, overall, len(records))

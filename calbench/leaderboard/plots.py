@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from calbench.families import FAMILIES, ppf
-from calbench.leaderboard import SAMPLING_TASKS, calibration_score, ranked
-from calbench.scoring import Z95
+from calbench.families import FAMILIES, make_target, ppf
+from calbench.leaderboard.score import SAMPLING_TASKS, calibration_score, ranked
+from calbench.stats import Z95
 
 RANKING = "plots/ranking.png"
 
@@ -54,8 +54,6 @@ def draw_ranking(records: Sequence[Mapping[str, Any]], path: Path) -> None:
 
 
 def _target_curve(target_key: str, family: str) -> tuple[np.ndarray, np.ndarray, bool]:
-    from calbench.families import make_target
-
     _, _, inner = target_key.partition("(")
     params = {k: float(v) for k, v in (kv.split("=") for kv in inner.rstrip(")").split(","))}
     target = make_target(family, params)

@@ -151,3 +151,20 @@ def model_path(name: str = DEFAULT_MODEL) -> Path:
         out.parent.mkdir(parents=True, exist_ok=True)
         convert(gguf, out)
     return out
+
+
+def resolve(name: str) -> str:
+    """A model argument: a catalogue name becomes its converted folder; a path or hub id is kept.
+
+    An existing local path wins over a catalogue name of the same spelling.
+    """
+    return name if Path(name).exists() or name not in CATALOGUE else str(model_path(name))
+
+
+def describe() -> str:
+    """The catalogue as ``calbench models list`` prints it: name, model, licence and folder."""
+    lines = []
+    for name, e in CATALOGUE.items():
+        state = folder(name) if is_ready(name) else "not converted yet"
+        lines.append(f"{name:24s} {e.description}\n{'':24s} licence: {e.licence}; folder: {state}")
+    return "\n".join(lines)

@@ -9,7 +9,6 @@ samples and those quantiles gives the same number); KS and chi-square tests as i
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -18,16 +17,11 @@ import numpy as np
 from scipy import stats
 
 from calbench.families import Target, ppf
+from calbench.stats import seed_for
 
 FLOOR_REPS = 400  # Monte-Carlo replicates behind the oracle floor
 BOOT_REPS = 200  # bootstrap replicates behind a W1 standard error
 MIN_EXPECTED = 5.0  # chi-square cells are pooled until each expects at least this many
-
-
-def seed_for(*parts: object) -> int:
-    """A reproducible 63-bit seed from any printable parts (stable across runs and platforms)."""
-    digest = hashlib.sha256("|".join(map(str, parts)).encode()).digest()
-    return int.from_bytes(digest[:8], "little") >> 1
 
 
 def midpoint_quantiles(law: Any, n: int) -> np.ndarray:
@@ -122,15 +116,6 @@ def w1_se(values: np.ndarray, target: Target, seed: int = 0) -> float:
     if x.size == 0:
         return float("nan")
     return max(bootstrap_w1_sd(x, target.law, seed=seed), oracle_floor(target, x.size).spread)
-
-
-def rate_se(successes: int, n: int) -> float:
-    """Standard error of a rate, Agresti-Coull style: never 0 at a rate of 0 or 1.
-
-    p~ = (k + 2) / (n + 4), se = sqrt(p~ (1 - p~) / (n + 4)).
-    """
-    p = (successes + 2) / (n + 4)
-    return float(np.sqrt(p * (1 - p) / (n + 4)))
 
 
 def ks_test(values: np.ndarray, law: Any) -> tuple[float, float]:

@@ -17,15 +17,11 @@ from typing import Any
 from tabulate import tabulate
 
 from calbench.families import FAMILIES
-from calbench.scoring import HIGHER_IS_BETTER, Z95, Estimate
+from calbench.policy import arrow
+from calbench.stats import Z95, Estimate
 
 SAMPLING_METRICS = ("w1", "w1_iqr", "excess_w1", "excess_w1_iqr", "valid_rate")
 LIKELIHOOD_METRICS = ("seq_kl", "canonical_mass", "exact_w1_iqr", "logit_kl")
-HIGHER = {**HIGHER_IS_BETTER, "canonical_mass": True}
-
-
-def arrow(metric: str) -> str:
-    return "↑" if HIGHER.get(metric, False) else "↓"
 
 
 def fmt(e: Estimate) -> str:
@@ -149,6 +145,28 @@ def overall_table(systems: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
     metrics = list(dict.fromkeys(m for _, o in read for m in o))
     rows = [[name, *(fmt(o[m]) if m in o else "n/a" for m in metrics)] for name, o in read]
     return tabulate(rows, headers=["system", *metrics], tablefmt="github") + "\nvalue ± 95% interval half-width"
+
+
+def summaries(results_file: Path) -> str:
+    """calbench's tables for every calbench task of one lm-eval results file (``calbench eval``)."""
+    results = load(results_file)
+    model = model_label(results)
+    parts = []
+    for task in calbench_tasks(results):
+        parts.append(f"\ncalbench: {task} — {model}\n" + numeric_table([(model, results["results"][task])]))
+    for task in transfer_tasks(results):
+        parts.append(f"\ncalbench: {task} — {model}\n" + overall_table([(model, results["results"][task])]))
+    parts.append(f"\nresults: {results_file}")
+    return "\n".join(parts)
+
+
+def retention_table(base: Mapping[str, Any], tuned: Mapping[str, Any]) -> str:
+    """``calbench retention-delta``: tuned - base for every metric two results share."""
+    rows = retention_deltas(base, tuned)
+    if not rows:
+        raise ValueError("the two results share no task")
+    table = [[r["task"], r["metric"], fmt(r["base"]), fmt(r["tuned"]), fmt(r["delta"])] for r in rows]
+    return tabulate(table, headers=["task", "metric", "base", "tuned", "tuned - base"], tablefmt="github")
 
 
 def retention_deltas(base: Mapping[str, Any], tuned: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -8,10 +8,11 @@ import math
 import numpy as np
 import pytest
 
-from calbench import metrics
+from calbench import sampling_metrics, stats
 from calbench.families import make_target
-from calbench.references import format_answer, mode
-from calbench.scoring import PromptScore, score_prompt, summarize
+from calbench.reference_lms import format_answer, mode
+from calbench.sampling_scores import PromptScore, score_prompt, summarize
+from calbench.stats import Estimate
 
 BINOMIAL = make_target("binomial", {"n": 25, "p": 0.5})
 # "30" parses but is impossible under Binomial(25, .5); "abc" does not parse; "12.0"
@@ -23,14 +24,14 @@ def test_score_prompt_counts_and_values():
     s = score_prompt(BINOMIAL, RESPONSES)
     assert (s.family, s.params) == ("binomial", {"n": 25, "p": 0.5})
     assert (s.n, s.n_parsed, s.n_valid) == (6, 5, 4)
-    assert s.w1 == metrics.w1(np.array([12, 13, 12, 11]), BINOMIAL.law)
-    assert s.w1 != metrics.w1(np.array([12, 13, 12, 11, 30]), BINOMIAL.law)  # the violation is not scored
-    assert s.floor == metrics.oracle_floor(BINOMIAL, 4).median  # the floor at n_valid, not n
+    assert s.w1 == sampling_metrics.w1(np.array([12, 13, 12, 11]), BINOMIAL.law)
+    assert s.w1 != sampling_metrics.w1(np.array([12, 13, 12, 11, 30]), BINOMIAL.law)  # the violation is not scored
+    assert s.floor == sampling_metrics.oracle_floor(BINOMIAL, 4).median  # the floor at n_valid, not n
     assert s.iqr == 3.0
-    assert s.value("valid_rate") == (4 / 6, metrics.rate_se(4, 6))
-    assert s.value("support_violation_rate") == (1 / 6, metrics.rate_se(1, 6))
-    assert s.value("excess_w1") == (s.w1 - s.floor, math.hypot(s.w1_se, s.floor_se))
-    assert s.value("w1_iqr") == (s.w1 / 3, s.w1_se / 3)
+    assert s.value("valid_rate") == Estimate(4 / 6, stats.rate_se(4, 6))
+    assert s.value("support_violation_rate") == Estimate(1 / 6, stats.rate_se(1, 6))
+    assert s.value("excess_w1") == Estimate(s.w1 - s.floor, math.hypot(s.w1_se, s.floor_se))
+    assert s.value("w1_iqr") == Estimate(s.w1 / 3, s.w1_se / 3)
     # Four samples fill a single chi-square cell: no test, so no pass/fail either.
     assert s.gof_test == "chi2" and math.isnan(s.gof_pvalue) and not s.gof_tested
 
@@ -46,8 +47,8 @@ def test_score_prompt_without_valid_samples():
     s = score_prompt(BINOMIAL, ["abc", "-1", "2.5"])
     assert (s.n, s.n_parsed, s.n_valid, s.gof_test) == (3, 2, 0, "none")
     assert all(math.isnan(v) for v in (s.w1, s.w1_se, s.floor, s.gof_pvalue))
-    assert s.value("valid_rate")[0] == 0.0
-    assert s.value("support_violation_rate")[0] == pytest.approx(2 / 3)
+    assert s.value("valid_rate").value == 0.0
+    assert s.value("support_violation_rate").value == pytest.approx(2 / 3)
 
 
 def test_prompt_score_round_trips_through_json():
@@ -130,7 +131,7 @@ def test_summarize_reports_the_median_over_families():
 def test_summarize_gof_pass_rate():
     s = summarize(RECORDS)
     assert s.families["gaussian"]["gof_pass_rate"].value == pytest.approx(2 / 3)  # p = .5 and .2 pass
-    assert s.families["gaussian"]["gof_pass_rate"].se == pytest.approx(metrics.rate_se(2, 3))
+    assert s.families["gaussian"]["gof_pass_rate"].se == pytest.approx(stats.rate_se(2, 3))
     assert s.families["poisson"]["gof_pass_rate"].value == 0.0
     assert math.isnan(s.families["bernoulli"]["gof_pass_rate"].value)  # nothing was tested
     assert s.overall["gof_pass_rate"].value == pytest.approx((2 / 3 + 0 + 1) / 3)

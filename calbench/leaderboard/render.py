@@ -1,0 +1,227 @@
+"""The leaderboard rendered: tables (markdown and CSV), the README's headline block, model cards.
+
+``render`` turns run records into ``leaderboards/README.md`` and one CSV per table;
+``write_all`` writes them (and the plots) and splices the headline table into the
+top-level README; ``update_card`` writes records into an adapter's model card.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from tabulate import tabulate
+
+from calbench.leaderboard import plots
+from calbench.leaderboard.records import RefusedRunError, load_records
+from calbench.leaderboard.score import (
+    LIKELIHOOD_TASKS,
+    SAMPLING_TASKS,
+    TIERS,
+    calibration_score,
+    drift_metric,
+    ranked,
+    task_metric,
+    tier_metric,
+)
+from calbench.policy import arrow
+from calbench.results_tables import fmt
+from calbench.stats import Estimate
+
+Column = tuple[str, Callable[[Mapping[str, Any]], Estimate]]
+
+
+def _column(label: str, metric: str, fn: Callable[[Mapping[str, Any]], Estimate]) -> Column:
+    """A table column headed ``label`` and the metric's direction arrow (``calbench.policy``)."""
+    return (f"{label} {arrow(metric)}", fn)
+
+
+def _task_column(label: str, task: str, metric: str) -> Column:
+    return _column(label, metric, lambda r: task_metric(r, task, metric))
+
+
+OE, MCQ = "calbench_open_ended", "calbench_mcq_balance"
+HEADLINE = (
+    _column("CS", "calibration_score", calibration_score),
+    _task_column("unseen excess_w1_iqr median", SAMPLING_TASKS["unseen"], "excess_w1_iqr_median"),
+    _task_column("held-out excess_w1_iqr median", SAMPLING_TASKS["heldout"], "excess_w1_iqr_median"),
+    _task_column("unseen valid_rate", SAMPLING_TASKS["unseen"], "valid_rate"),
+    _task_column("unseen seq_kl", LIKELIHOOD_TASKS["unseen"], "seq_kl"),
+    _task_column("open-ended support_90", OE, "support_90"),
+    _task_column("MCQ tv_distance", MCQ, "tv_distance"),
+    _column("drift", "drift_kl", drift_metric),
+)
+
+
+def _table(
+    records: Sequence[Mapping[str, Any]], columns: Sequence[Column], rank: bool = False
+) -> tuple[list[str], list[list[str]]]:
+    headers = [*(["#"] if rank else []), "system", "type", *(c for c, _ in columns)]
+    rows = []
+    for i, r in enumerate(records, 1):
+        cells = [fmt(fn(r)) for _, fn in columns]
+        rows.append([*([str(i)] if rank else []), r["name"], r["type"], *cells])
+    return headers, rows
+
+
+def _split_columns(split: str) -> list[Column]:
+    sampling = ("w1_iqr", "excess_w1_iqr", "excess_w1_iqr_median", "valid_rate", "gof_pass_rate")
+    likelihood = ("seq_kl", "canonical_mass", "exact_w1_iqr", "logit_kl")
+    return [_task_column(m, SAMPLING_TASKS[split], m) for m in sampling] + [
+        _task_column(m, LIKELIHOOD_TASKS[split], m) for m in likelihood
+    ]
+
+
+def _tier_column(tier: int, metric: str) -> Column:
+    return _column(f"tier {TIERS[tier]} {metric}", metric, lambda r: tier_metric(r, tier, metric))
+
+
+def _tier_columns() -> list[Column]:
+    return [_tier_column(t, m) for t in TIERS for m in ("excess_w1_iqr", "valid_rate")]
+
+
+def _transfer_columns() -> list[Column]:
+    return [
+        *(_task_column(m, OE, m) for m in ("support_90", "unique_answers", "answer_entropy")),
+        *(_task_column(f"MCQ {m}", MCQ, m) for m in ("tv_distance", "tv_distance_lenient", "parse_rate")),
+        _task_column("MCQ parse_rate_lenient", MCQ, "parse_rate_lenient"),
+        _column("drift", "drift_kl", drift_metric),
+    ]
+
+
+TABLES = {
+    "headline": ("Headline", lambda: list(HEADLINE)),
+    "unseen": ("Unseen parameters (24 families)", lambda: _split_columns("unseen")),
+    "heldout": ("Held-out families (6 families)", lambda: _split_columns("heldout")),
+    "tiers": ("Per complexity tier (both splits)", _tier_columns),
+    "transfer": ("Transfer and retention", _transfer_columns),
+}
+
+
+def _csv(headers: list[str], rows: list[list[str]]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(headers)
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def _describe(r: Mapping[str, Any]) -> str:
+    m = r.get("model", {})
+    bits = [str(m.get("backend")), str(m.get("pretrained"))]
+    if m.get("adapter"):
+        bits.append(f"adapter {m['adapter']} ({m.get('adapter_sha256')})")
+    if m.get("weights_sha256"):
+        bits.append(f"weights {m['weights_sha256']}")
+    n = {t: e.get("samples_per_prompt") for t, e in r["tasks"].items() if e.get("samples_per_prompt")}
+    if n:
+        bits.append("samples/prompt " + ", ".join(f"{t.removeprefix('calbench_')}={k}" for t, k in sorted(n.items())))
+    return "; ".join(bits)
+
+
+def render(records: Sequence[Mapping[str, Any]], plot_files: Sequence[str] = ()) -> dict[str, str]:
+    """The leaderboard's text files: ``README.md`` and one CSV per table (name -> content)."""
+    order = ranked(records)
+    files: dict[str, str] = {}
+    lines = [
+        "# calbench leaderboard",
+        "",
+        "Rendered by `calbench leaderboard render` from the run records in `results/`; do not edit by hand.",
+        "Value ± 95% interval half-width (1.96 standard errors); `n/a` where a system was not run on a task.",
+        "**CS** is calbench's calibration score (0-100, higher is better; see `calbench/leaderboard/score.py` and the",
+        "top-level README): per family, the valid rate times min(1, (floor + 1.96 SE) / W1), where floor is the",
+        "W1 that exact draws score at the same sample size; averaged over the 30 families. The excess W1",
+        "headline is the median over families (Cauchy's tails make single W1 values erratic at any n).",
+        "CS and excess W1 depend on the samples per prompt (the floor and the standard errors shrink as n",
+        "grows): compare rows evaluated at the same n (listed per row below); fewer samples favour a row.",
+        "",
+    ]
+    for key, (title, columns) in TABLES.items():
+        headers, rows = _table(order, columns(), rank=key == "headline")
+        lines += [f"## {title}", "", tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True), ""]
+        files[f"tables/{key}.csv"] = _csv(headers, rows)
+    if plot_files:
+        lines += ["## Plots", "", f"![ranking]({plot_files[0]})", "", "Samples against the target, per family:", ""]
+        lines += [" · ".join(f"[{Path(p).stem}]({p})" for p in plot_files[1:]), ""]
+    lines += ["## Systems and how to reproduce them", ""]
+    for r in order:
+        lines += [f"**{r['name']}** ({r['type']}): {_describe(r)}", "", "```bash", r["command"].strip(), "```", ""]
+    files["README.md"] = "\n".join(lines).rstrip() + "\n"
+    return files
+
+
+def card_evaluation(records: Sequence[Mapping[str, Any]]) -> str:
+    """An adapter card's evaluation section: its record beside the others given (e.g. its base)."""
+    headers, rows = _table(records, HEADLINE)
+    commands = "\n".join(f"- {r['name']}: `{r['command'].strip()}`" for r in records)
+    note = "calbench leaderboard run records; value ± 95% interval half-width. Reproduce with:"
+    return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True) + f"\n\n{note}\n\n{commands}"
+
+
+# An adapter card's evaluation section (``calbench.training.card`` writes the card around it).
+CARD_EVALUATION = "## Evaluation"
+CARD_AFTER_EVALUATION = "The resolved training configuration"
+
+
+def splice_card(card: str, evaluation: str) -> str:
+    """A model card with ``evaluation`` between its evaluation heading and the paragraph after it."""
+    start, end = f"\n{CARD_EVALUATION}\n\n", f"\n\n{CARD_AFTER_EVALUATION}"
+    if start not in card or end not in card.split(start, 1)[1]:
+        raise RefusedRunError(
+            f"the model card has no {CARD_EVALUATION!r} section followed by {CARD_AFTER_EVALUATION!r}"
+        )
+    head, rest = card.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{start}{evaluation}{end}{tail}"
+
+
+def update_card(adapter: Path, names: Sequence[str], results_dir: Path) -> Path:
+    """Write the run records ``names`` (the adapter's, then e.g. its base's) into the adapter's card."""
+    by_name = {r["name"]: r for r in load_records(results_dir)}
+    missing = [n for n in names if n not in by_name]
+    if missing:
+        raise RefusedRunError(f"no run record named {', '.join(missing)} in {results_dir}")
+    card = Path(adapter) / "README.md"
+    if not card.is_file():
+        raise RefusedRunError(f"{adapter} has no model card (README.md): is it an adapter calbench trained?")
+    text = splice_card(card.read_text(), card_evaluation([by_name[n] for n in names]))
+    tmp = card.with_name("README.md.tmp")
+    tmp.write_text(text)
+    tmp.replace(card)
+    return card
+
+
+def headline_markdown(records: Sequence[Mapping[str, Any]]) -> str:
+    headers, rows = _table(ranked(records), HEADLINE, rank=True)
+    return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
+
+
+README_START, README_END = "<!-- leaderboard:start -->", "<!-- leaderboard:end -->"
+
+
+def splice_readme(readme: str, headline: str) -> str:
+    """The top-level README with the headline table between its leaderboard markers."""
+    if README_START not in readme or README_END not in readme:
+        raise RefusedRunError(f"the README has no {README_START} ... {README_END} block for the headline table")
+    head, rest = readme.split(README_START, 1)
+    _, tail = rest.split(README_END, 1)
+    return f"{head}{README_START}\n{headline}\n{README_END}{tail}"
+
+
+def write_all(records: Sequence[Mapping[str, Any]], out: Path, readme: Path | None, draw: bool = True) -> list[Path]:
+    """Render tables (and plots, if asked) under ``out``; splice the headline into ``readme``."""
+    if draw:
+        plots.draw_all(records, out)  # matplotlib: the plots extra
+    written = []
+    for name, content in render(records, plots.plot_paths(records)).items():
+        path = out / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content)
+        written.append(path)
+    if readme is not None:
+        readme.write_text(splice_readme(readme.read_text(), headline_markdown(records)))
+        written.append(readme)
+    return written

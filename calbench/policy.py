@@ -1,0 +1,111 @@
+"""calbench's policies, each defined once: pure T=1 sampling, the chat defaults, metric directions.
+
+* **Pure T=1 sampling** (``PURE_SAMPLING``): ``do_sample``, temperature 1, top_p 1, top_k 0
+  (vLLM's -1 also disables top-k), every one given explicitly: left out, a backend
+  applies its own or the model's defaults (HF generate: top_k 50). The task YAML sets
+  exactly these, ``calbench-hf`` runs its own sampler only when they hold (at any
+  temperature), and the results store refuses runs that deviate.
+* **Chat defaults**: ``enable_thinking=False`` for the backends that take it, so
+  hybrid-reasoning chat templates answer directly (templates without it ignore it);
+  reference systems have no tokenizer, so their answers end where their text ends.
+* **Directions**: whether higher is better, for every metric calbench reports; lm-eval's
+  ``higher_is_better``, the tables' arrows and the leaderboard's columns all read it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+PURE_SAMPLING: Mapping[str, Any] = {"do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0}
+TOP_K_OFF = (0, -1)  # 0: HF and vLLM; -1: vLLM's "no top-k"
+
+THINKING_BACKENDS = ("hf", "vllm", "calbench-hf")  # lm-eval backends that accept enable_thinking
+THINKING_DEFAULT = "enable_thinking=False"
+REFERENCE_MODELS = ("calbench-oracle", "calbench-collapsed")
+REFERENCE_TERMINATOR = ""  # the metadata calbench_terminator of a reference system
+
+
+def sampling_deviations(gen: Mapping[str, Any], any_temperature: bool = False) -> list[str]:
+    """The settings of ``gen`` that are not pure T=1 sampling (``name=value``); [] if none.
+
+    ``any_temperature`` accepts any positive temperature (plain softmax sampling at T).
+    """
+
+    def number(key: str) -> float | None:
+        try:
+            return float(gen[key])
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    wrong = []
+    if gen.get("do_sample") is not True:
+        wrong.append(f"do_sample={gen.get('do_sample')}")
+    temperature = number("temperature")
+    if temperature is None or (temperature <= 0 if any_temperature else temperature != 1.0):
+        wrong.append(f"temperature={gen.get('temperature')}")
+    if number("top_p") != 1.0:
+        wrong.append(f"top_p={gen.get('top_p')}")
+    if "top_k" not in gen or gen["top_k"] not in TOP_K_OFF or isinstance(gen["top_k"], bool):
+        wrong.append(f"top_k={gen.get('top_k')}")
+    return wrong
+
+
+def needs_thinking_default(model: str, model_args: str | None) -> bool:
+    """Whether calbench adds ``enable_thinking=False`` to these ``--model_args``."""
+    return (
+        model in THINKING_BACKENDS
+        and bool(model_args)
+        and "enable_thinking" not in str(model_args)
+        and "chat_template_args" not in str(model_args)
+    )
+
+
+# Whether higher is better, per metric (a per-family "<metric>/<family>" or a "<metric>_median"
+# has its metric's direction). Metrics not listed are lower-is-better (distances, rates of errors).
+HIGHER_IS_BETTER: Mapping[str, bool] = {
+    # numeric sampling
+    "w1": False,
+    "w1_iqr": False,
+    "excess_w1": False,
+    "excess_w1_iqr": False,
+    "valid_rate": True,
+    "support_violation_rate": False,
+    "gof_pass_rate": True,
+    # likelihood
+    "seq_kl": False,
+    "canonical_mass": True,
+    "exact_w1": False,
+    "exact_w1_iqr": False,
+    "logit_kl": False,
+    # open-ended
+    "unique_answers": True,
+    "answer_entropy": True,
+    "top_answer_share": False,
+    **{f"support_{p}": True for p in (50, 90, 95, 99)},  # openended.SUPPORT_LEVELS
+    # MCQ balance
+    "tv_distance": False,
+    "tv_distance_lenient": False,
+    "chi2": False,
+    "parse_rate": True,
+    "parse_rate_lenient": True,
+    # NoveltyBench
+    "distinct_lite": True,
+    "distinct": True,
+    "utility": True,
+    # leaderboard
+    "calibration_score": True,
+    "drift_kl": False,
+}
+
+
+def higher_is_better(key: str) -> bool:
+    """The direction of a metric key: ``w1_iqr``, ``w1_iqr/gaussian``, ``w1_iqr_median``, ``..._stderr``."""
+    metric = key.partition("/")[0].removesuffix("_stderr")
+    if metric not in HIGHER_IS_BETTER:
+        metric = metric.removesuffix("_median")
+    return HIGHER_IS_BETTER.get(metric, False)
+
+
+def arrow(metric: str) -> str:
+    return "↑" if higher_is_better(metric) else "↓"
