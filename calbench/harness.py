@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any
 
 from lm_eval.api.instance import Instance
@@ -23,7 +23,7 @@ from calbench import likelihood_metrics, policy, sampling_scores
 from calbench.answer_tokens import terminator
 from calbench.families import FAMILIES, make_target, split_points
 from calbench.prompt import prompt_text
-from calbench.space import DEFAULT_DECIMALS, EVAL_MAX_BINS, canonical_space
+from calbench.space import DEFAULT_DECIMALS, EVAL_MAX_BINS, Space, canonical_space
 
 SPLIT_CHOICES = ("unseen", "heldout", "all")
 POINT_CHOICES = ("selected", "full")
@@ -184,13 +184,17 @@ def likelihood_docs(
     end = calbench_terminator if calbench_terminator is not None else _terminator_text(tokenizer or pretrained)
     docs = numeric_docs(calbench_split, calbench_points)["test"].to_list()
     for doc in docs:
-        space = canonical_space(
-            make_target(doc["family"], json.loads(doc["params"])), calbench_decimals, calbench_max_bins
-        )
+        space = _space(doc["family"], doc["params"], calbench_decimals, calbench_max_bins)
         doc["choices"] = [s + end for s in space.strings]
         doc["decimals"] = calbench_decimals
         doc["max_bins"] = calbench_max_bins
     return {"test": datasets.Dataset.from_list(docs)}
+
+
+@lru_cache(maxsize=4096)
+def _space(family: str, params: str, decimals: int, max_bins: int) -> Space:
+    """A document's canonical space, built once: its choices and the scoring of its answers share it."""
+    return canonical_space(make_target(family, json.loads(params)), decimals, max_bins)
 
 
 def _terminator_text(source: Any) -> str:
@@ -237,6 +241,6 @@ class LikelihoodTask(CalbenchTask):
 
     def record(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
         target = make_target(doc["family"], json.loads(doc["params"]))
-        space = canonical_space(target, doc["decimals"], doc["max_bins"])
+        space = _space(doc["family"], doc["params"], doc["decimals"], doc["max_bins"])
         lls = [r[0] for r in results]
         return likelihood_metrics.score_choices(target, space, lls[:-1], anchor=lls[-1])

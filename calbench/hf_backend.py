@@ -3,6 +3,8 @@
 It answers the same requests as ``--model hf`` (it is a subclass, and lm-eval's own
 tokenization is kept), faster:
 
+* first_token_support, calbench's own request kind (the open-ended task's first answer
+  token): the top-p support sizes of the next-token distribution after a prompt;
 * loglikelihood: requests that share a context are scored as one token trie with
   ``calbench.tree_attention.score_trie`` (the prompt once, then one token per trie node, instead
   of prompt + answer per request), and each answer comes back as a
@@ -79,14 +81,6 @@ class CalbenchHFLM(HFLM):
                 ):
                     out[i] = answer
                 continue
-            if len({tuple(requests[i][2]) for i in indices}) == 1:
-                # A context with one continuation (repeated or not) also gets the next-token
-                # distribution after it: the open-ended task's first answer token.
-                answer = self._with_next_token(list(context), requests[indices[0]][2])
-                for i in indices:
-                    out[i] = answer
-                    self.cache_hook.add_partial("loglikelihood", requests[i][0], (float(answer[0]), answer[1]))
-                continue
             scored = [i for i in indices if requests[i][2]]
             for i in indices:
                 if not requests[i][2]:  # an empty continuation scores log 1
@@ -104,17 +98,20 @@ class CalbenchHFLM(HFLM):
         return out
 
     @torch.no_grad()
-    def _with_next_token(self, context: list[int], continuation: list[int]) -> tuple[TokenLogprobs, bool]:
-        """One continuation's log-probability, with the top-p support sizes of the token after it."""
+    def first_token_support(self, requests: list[Any], disable_tqdm: bool = False) -> list[dict[float, int]]:
+        """calbench's own request kind (``policy.FIRST_TOKEN_SUPPORT``): per request ``(context,)``,
+        the top-p support sizes of the next-token distribution after the context, tokenized
+        as ``generate_until`` tokenizes it (the distribution the first answer token is drawn from)."""
         from calbench.openended import support_sizes
 
-        ids = torch.tensor([context + continuation], device=self.device)
-        logprobs = torch.log_softmax(self.model(ids).logits[0].float(), dim=-1)
-        positions = torch.arange(len(context) - 1, len(context) - 1 + len(continuation), device=self.device)
-        picked = logprobs[positions, torch.tensor(continuation, device=self.device, dtype=torch.long)]
-        greedy = bool((logprobs[positions].argmax(-1) == torch.tensor(continuation, device=self.device)).all())
-        support = support_sizes(logprobs[-1].exp().double().cpu().numpy())
-        return TokenLogprobs(continuation, picked.double().cpu().tolist(), support), greedy
+        sizes: dict[str, dict[float, int]] = {}
+        for request in tqdm(requests, desc="calbench-hf first-token support", disable=disable_tqdm):
+            context = request.args[0]
+            if context not in sizes:  # the repeats of a prompt are scored once
+                ids, _ = self.tok_batch_encode([context], truncation=self.truncation)
+                logits = self.model(ids.to(self.device)).logits[0, -1].float()
+                sizes[context] = support_sizes(torch.log_softmax(logits, dim=-1).exp().double().cpu().numpy())
+        return [sizes[r.args[0]] for r in requests]
 
     def generate_until(self, requests: list[Any], disable_tqdm: bool = False) -> list[str]:
         if self.backend != "causal":

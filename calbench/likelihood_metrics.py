@@ -90,17 +90,11 @@ def node_kl(trie: Trie, edge_logprob: np.ndarray) -> np.ndarray:
 def logit_kl(trie: Trie, edge_logprob: np.ndarray, string_mass: np.ndarray | None = None) -> float:
     """The exact expectation over y ~ P_Y of the per-token mean KL along y's path.
 
-    A string of L + 1 tokens visits L + 1 nodes (the root and its first L prefixes);
-    ``string_mass`` defaults to the trie's own masses at the strings' ends.
+    Σ_nodes KL(node) Σ_{y visits node} P_Y(y) / (L_y + 1) (``Trie.path_weights``), over the
+    total mass; ``string_mass`` defaults to the trie's own masses at the strings' ends.
     """
-    kl = node_kl(trie, edge_logprob)
-    nodes = trie.string_nodes()  # (S, width): the nodes *reached* by each token
-    visited = np.concatenate([np.zeros((trie.n_strings, 1), dtype=np.int64), nodes[:, :-1]], axis=1)
-    length = (nodes >= 0).sum(axis=1)
-    mask = np.arange(nodes.shape[1])[None, :] < length[:, None]
-    per_string = np.where(mask, kl[np.maximum(visited, 0)], 0.0).sum(axis=1) / length
     mass = trie.mass[trie.ends] if string_mass is None else np.asarray(string_mass, dtype=float)
-    return float(np.sum(mass * per_string) / np.sum(mass))
+    return float(np.dot(node_kl(trie, edge_logprob), trie.path_weights(mass)) / np.sum(mass))
 
 
 METRICS = ("seq_kl", "canonical_mass", "exact_w1", "exact_w1_iqr")

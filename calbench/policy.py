@@ -5,9 +5,10 @@
   applies its own or the model's defaults (HF generate: top_k 50). The task YAML sets
   exactly these, ``calbench-hf`` runs its own sampler only when they hold (at any
   temperature), and the results store refuses runs that deviate.
-* **Chat defaults**: ``enable_thinking=False`` for the backends that take it, so
+* **Run defaults**: ``enable_thinking=False`` for the backends that take it, so
   hybrid-reasoning chat templates answer directly (templates without it ignore it);
-  reference systems have no tokenizer, so their answers end where their text ends.
+  reference systems have no tokenizer, so their answers end where their text ends;
+  ``calbench-hf`` serves the first-token-support request kind.
 * **Directions**: whether higher is better, for every metric calbench reports; lm-eval's
   ``higher_is_better``, the tables' arrows and the leaderboard's columns all read it.
 """
@@ -24,6 +25,11 @@ THINKING_BACKENDS = ("hf", "vllm", "calbench-hf")  # lm-eval backends that accep
 THINKING_DEFAULT = "enable_thinking=False"
 REFERENCE_MODELS = ("calbench-oracle", "calbench-collapsed")
 REFERENCE_TERMINATOR = ""  # the metadata calbench_terminator of a reference system
+# calbench-hf's own request kind: the top-p support of the next token after a prompt. Tasks
+# ask for it only when the run's metadata says the backend serves it (runner sets it).
+FIRST_TOKEN_SUPPORT = "first_token_support"
+FIRST_TOKEN_METADATA = "calbench_first_token_support"
+FIRST_TOKEN_BACKENDS = ("calbench-hf",)
 
 
 def sampling_deviations(gen: Mapping[str, Any], any_temperature: bool = False) -> list[str]:
@@ -109,3 +115,13 @@ def higher_is_better(key: str) -> bool:
 
 def arrow(metric: str) -> str:
     return "↑" if higher_is_better(metric) else "↓"
+
+
+def run_metadata(model: str) -> dict[str, Any]:
+    """The task metadata calbench adds to a run of ``model`` (user metadata wins over it)."""
+    out: dict[str, Any] = {}
+    if model in REFERENCE_MODELS:
+        out["calbench_terminator"] = REFERENCE_TERMINATOR
+    if model in FIRST_TOKEN_BACKENDS:
+        out[FIRST_TOKEN_METADATA] = True
+    return out

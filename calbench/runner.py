@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from calbench import tasks_path
-from calbench.policy import REFERENCE_MODELS, REFERENCE_TERMINATOR, THINKING_DEFAULT, needs_thinking_default
+from calbench.policy import THINKING_DEFAULT, needs_thinking_default, run_metadata
 
 DEFAULT_OUTPUT = Path("calbench_results")
 
@@ -78,8 +78,7 @@ def evaluate(
     metadata.update(extra)
     if num_samples:
         metadata["num_samples"] = num_samples
-    if model in REFERENCE_MODELS:  # no tokenizer, no terminator: answers end where their text ends
-        metadata["calbench_terminator"] = REFERENCE_TERMINATOR
+    metadata.update(run_metadata(model))  # e.g. a reference's terminator: it has no tokenizer
     tracker = EvaluationTracker(output_path=str(output_path)) if output_path else None
     results = simple_evaluate(
         model=model,
@@ -133,7 +132,8 @@ def lm_eval_argv(args: Sequence[str], num_samples: int | None = None) -> list[st
     * ``--output_path calbench_results`` and ``--log_samples``: results and per-sample logs;
     * ``enable_thinking=False`` in ``--model_args`` for the hf and vllm backends, so
       hybrid-reasoning chat templates answer directly (templates without it ignore it);
-    * ``num_samples`` merged into ``--metadata``.
+    * ``num_samples`` and calbench's run metadata (``policy.run_metadata``: a reference
+      system's terminator, calbench-hf's first-token support) merged into ``--metadata``.
     """
     out = list(args)
     if _value_of(out, "--include_path") is None:
@@ -153,8 +153,7 @@ def lm_eval_argv(args: Sequence[str], num_samples: int | None = None) -> list[st
     extra: dict[str, Any] = {}
     if num_samples is not None:
         extra["num_samples"] = num_samples
-    if model in REFERENCE_MODELS:  # no tokenizer, no terminator: answers end where their text ends
-        extra["calbench_terminator"] = REFERENCE_TERMINATOR
+    extra.update(run_metadata(model))
     if extra:
         metadata = json.loads(_value_of(out, "--metadata") or "{}")
         out = _set(out, "--metadata", json.dumps({**extra, **metadata}))

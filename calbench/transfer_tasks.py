@@ -14,6 +14,7 @@ from lm_eval.api.instance import Instance
 
 from calbench import mcq, noveltybench, openended
 from calbench.harness import CalbenchTask
+from calbench.policy import FIRST_TOKEN_METADATA, FIRST_TOKEN_SUPPORT
 from calbench.stats import Estimate, Summary, bootstrap_median, rate, rate_se, sample_mean
 
 
@@ -35,15 +36,16 @@ class OpenEndedTask(CalbenchTask):
     OPTIONAL = (*SUPPORT, "support_90_median")
 
     def construct_requests(self, doc: dict[str, Any], ctx: Any, **kwargs: Any) -> list[Instance]:
-        """The sampling request, and with a chat template one loglikelihood request of the
-        template's trailing whitespace (scored once), after which calbench-hf reads the
-        first answer token's distribution."""
-        chat = bool(kwargs.get("apply_chat_template"))
+        """The sampling request and, with a chat template on a backend that serves it
+        (``calbench-hf``), one ``first_token_support`` request: the first answer token's
+        distribution after the prompt."""
         sampling = super().construct_requests(doc, ctx, **kwargs)
         requests = list(sampling) if isinstance(sampling, list) else [sampling]
-        if chat:
+        if kwargs.get("apply_chat_template") and (self.config.metadata or {}).get(FIRST_TOKEN_METADATA):
             task, doc_id, _ = kwargs["metadata"]
-            requests.append(Instance("loglikelihood", doc, (ctx, ""), len(requests), metadata=(task, doc_id, 1)))
+            # lm-eval runs a request by calling the model's method named after its kind.
+            support = Instance(FIRST_TOKEN_SUPPORT, doc, (ctx,), len(requests), metadata=(task, doc_id, 1))
+            requests.append(support)
         return requests
 
     @staticmethod
@@ -58,9 +60,7 @@ class OpenEndedTask(CalbenchTask):
     def record(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
         answers = results[0] if isinstance(results[0], list) else [results[0]]
         record: dict[str, Any] = {"id": doc["id"], **openended.sample_stats(answers)}
-        anchor = results[1][0] if len(results) > 1 else None
-        scored = anchor[0] if isinstance(anchor, tuple) else None
-        support = getattr(scored, "support", None)
+        support = results[1][0] if len(results) > 1 else None
         if support:
             record |= {f"support_{round(p * 100)}": float(k) for p, k in support.items()}
             record["support_90_median"] = record["support_90"]

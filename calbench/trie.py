@@ -71,6 +71,24 @@ class Trie:
             out.append(path[::-1])
         return out
 
+    def path_weights(self, string_mass: np.ndarray | None = None) -> np.ndarray:
+        """Per node, Σ over the strings y whose path visits it of m(y) / (L_y + 1).
+
+        A string of L + 1 tokens visits L + 1 nodes: the root and its first L prefixes
+        (the nodes whose next token it predicts). So for any per-node term t, the
+        m-weighted sum over strings of the mean of t along each string's path is
+        Σ_nodes t(node) path_weights(node): the one walk behind ``logit_kl`` and the
+        full-trie training loss. ``string_mass`` (one per string) defaults to the
+        trie's masses at the strings' ends.
+        """
+        nodes = self.string_nodes()  # (S, width): the nodes *reached* by each token
+        visited = np.concatenate([np.zeros((self.n_strings, 1), dtype=np.int64), nodes[:, :-1]], axis=1)
+        length = (nodes >= 0).sum(axis=1)
+        keep = np.arange(nodes.shape[1])[None, :] < length[:, None]
+        mass = self.mass[self.ends] if string_mass is None else np.asarray(string_mass, dtype=float)
+        share = np.broadcast_to((mass / length)[:, None], nodes.shape)
+        return np.bincount(visited[keep], weights=share[keep], minlength=self.n_nodes)
+
     def string_nodes(self) -> np.ndarray:
         """(S, max depth) node ids along each string's path, -1 padded."""
         width = int(self.depth[self.ends].max(initial=0))

@@ -55,14 +55,10 @@ def node_weights(trie: Trie) -> np.ndarray:
     """Row weights that make the full-trie loss the exact expectation of the path loss.
 
     The path loss of a string y of L + 1 tokens is the mean of the KL at the L + 1 nodes
-    it visits; its expectation under P_Y is Σ_nodes KL(node) Σ_{y visits node} P_Y(y) / (L_y + 1).
+    it visits; its expectation under P_Y is Σ_nodes KL(node) Σ_{y visits node} P_Y(y) / (L_y + 1),
+    the walk ``calbench.likelihood_metrics.logit_kl`` also takes (``Trie.path_weights``).
     """
-    nodes = trie.string_nodes()
-    length = (nodes >= 0).sum(axis=1)
-    visited = np.concatenate([np.zeros((trie.n_strings, 1), dtype=np.int64), nodes[:, :-1]], axis=1)
-    keep = np.arange(nodes.shape[1])[None, :] < length[:, None]
-    share = np.broadcast_to((trie.mass[trie.ends] / trie.mass[0] / length)[:, None], nodes.shape)
-    return np.bincount(visited[keep], weights=share[keep], minlength=trie.n_nodes)
+    return trie.path_weights(trie.mass[trie.ends] / trie.mass[0])
 
 
 def children_targets(trie: Trie, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
