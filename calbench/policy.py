@@ -68,7 +68,7 @@ def needs_thinking_default(model: str, model_args: str | None) -> bool:
 
 
 # Whether higher is better, per metric (a per-family "<metric>/<family>" or a "<metric>_median"
-# has its metric's direction). Metrics not listed are lower-is-better (distances, rates of errors).
+# has its metric's direction). Every metric a calbench task reports is listed (a test checks it).
 HIGHER_IS_BETTER: Mapping[str, bool] = {
     # numeric sampling
     "w1": False,
@@ -95,6 +95,7 @@ HIGHER_IS_BETTER: Mapping[str, bool] = {
     "chi2": False,
     "parse_rate": True,
     "parse_rate_lenient": True,
+    **{f"freq_{x}": False for x in "ABCD"},  # no direction (uniform is best); lm-eval needs a bool
     # NoveltyBench
     "distinct_lite": True,
     "distinct": True,

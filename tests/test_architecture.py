@@ -1,0 +1,98 @@
+"""The module structure: no import cycle, and the core never imports the training add-on."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = {"calbench": ROOT / "calbench", "calbench.training": ROOT / "training"}
+
+
+def _module_name(package: str, folder: Path, path: Path) -> str:
+    parts = path.relative_to(folder).with_suffix("").parts
+    return ".".join([package, *parts]).removesuffix(".__init__")
+
+
+def _imports(path: Path, name: str) -> set[str]:
+    """The calbench modules a file imports, at any depth of the file (lazy imports count too)."""
+    out: set[str] = set()
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("calbench")}
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:  # relative import
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                module = f"{base}.{module}".rstrip(".")
+            if module.startswith("calbench"):
+                out.add(module)
+                out |= {f"{module}.{a.name}" for a in node.names}
+    return out
+
+
+def graph() -> dict[str, set[str]]:
+    files = {
+        _module_name(pkg, folder, p): p
+        for pkg, folder in PACKAGES.items()
+        for p in folder.rglob("*.py")
+        if "__pycache__" not in p.parts
+    }
+    return {m: {d for d in _imports(p, m) if d in files and d != m} for m, p in files.items()}
+
+
+def test_graph_sees_the_modules():
+    g = graph()
+    assert {"calbench.cli", "calbench.leaderboard.render", "calbench.training.trainer"} <= set(g)
+    assert "calbench.leaderboard.score" in g["calbench.leaderboard.render"]
+
+
+def test_no_import_cycle():
+    g = graph()
+    state: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for d in sorted(g[m]):
+            if state.get(d) == 1:
+                cycles.append([*stack[stack.index(d) :], d])
+            elif d not in state:
+                visit(d)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(g):
+        if m not in state:
+            visit(m)
+    assert not cycles, cycles
+
+
+def test_the_core_never_imports_the_training_addon():
+    core = {m: deps for m, deps in graph().items() if not m.startswith("calbench.training")}
+    offenders = {m: sorted(d for d in deps if d.startswith("calbench.training")) for m, deps in core.items()}
+    assert not {m: d for m, d in offenders.items() if d}
+    # At run time too: importing every core module leaves calbench.training unloaded.
+    modules = sorted(m for m in core if not m.endswith("__main__"))  # __main__ runs the CLI
+    code = (
+        "import importlib, sys\n"
+        f"for m in {modules!r}:\n"
+        "    importlib.import_module(m)\n"
+        "print(sorted(m for m in sys.modules if m.startswith('calbench.training')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_calbench_train_reaches_the_addon_through_its_entry_point():
+    from importlib import metadata
+
+    (entry,) = [e for e in metadata.entry_points(group="calbench.commands") if e.name == "train"]
+    assert entry.value == "calbench.training.cli:main"
+    done = subprocess.run([sys.executable, "-m", "calbench", "train", "--help"], capture_output=True, text=True)
+    assert done.returncode == 0 and "--method" in done.stdout

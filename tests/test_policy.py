@@ -1,0 +1,84 @@
+"""calbench's policies are defined once and every user reads the same definition."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from calbench import policy, runner
+from calbench.hf_backend import _pure_sampling
+from calbench.leaderboard.records import RefusedRunError, check_run
+from calbench.policy import PURE_SAMPLING, sampling_deviations
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    # NoveltyBench's prompts come from the hub in real use; here from the local fixture.
+    metadata = {"calbench_terminator": "<e>", "calbench_data_files": str(FIXTURES / "noveltybench_prompts.jsonl")}
+    return runner.task_manager(metadata, include_defaults=False).load(["calbench"])["tasks"]
+
+
+def test_pure_sampling_and_its_deviations():
+    assert sampling_deviations(PURE_SAMPLING) == []
+    assert sampling_deviations({**PURE_SAMPLING, "top_k": -1}) == []  # vLLM's "no top-k"
+    assert sampling_deviations({**PURE_SAMPLING, "temperature": 0.5}) == ["temperature=0.5"]
+    assert sampling_deviations({**PURE_SAMPLING, "temperature": 0.5}, any_temperature=True) == []
+    assert sampling_deviations({**PURE_SAMPLING, "temperature": 0}, any_temperature=True) == ["temperature=0"]
+    # Left out, a backend applies its own default (HF: top_k 50, temperature from the model's config).
+    for key in PURE_SAMPLING:
+        missing = {k: v for k, v in PURE_SAMPLING.items() if k != key}
+        assert sampling_deviations(missing) == [f"{key}=None"]
+    assert sampling_deviations({**PURE_SAMPLING, "top_k": None}) == ["top_k=None"]
+    assert sampling_deviations({**PURE_SAMPLING, "top_k": False}) == ["top_k=False"]  # not 0
+    assert sampling_deviations({**PURE_SAMPLING, "top_k": 50, "top_p": 0.9}) == ["top_p=0.9", "top_k=50"]
+
+
+def test_every_sampling_task_samples_purely(tasks):
+    sampling = [t for t in tasks.values() if t.config.output_type == "generate_until"]
+    assert len(sampling) >= 8
+    for task in sampling:
+        gen = dict(task.config.generation_kwargs)
+        assert {k: gen[k] for k in PURE_SAMPLING} == dict(PURE_SAMPLING), task.config.task
+        assert set(gen) - set(PURE_SAMPLING) <= {"until", "max_gen_toks"}, task.config.task
+
+
+def test_backend_and_results_store_share_the_definition():
+    eos = "<eos>"
+    assert _pure_sampling(dict(PURE_SAMPLING), [], eos) == 1.0
+    assert _pure_sampling({**PURE_SAMPLING, "temperature": 0.7}, [eos], eos) == 0.7  # any T for the backend
+    assert _pure_sampling({**PURE_SAMPLING, "top_k": None}, [], eos) is None  # HF would default to 50
+    assert _pure_sampling({**PURE_SAMPLING, "min_p": 0.1}, [], eos) is None  # another setting: HF generate
+    assert _pure_sampling(dict(PURE_SAMPLING), ["\n"], eos) is None  # a stop string: HF generate
+    run = {"config": {}, "configs": {"t": {"output_type": "generate_until", "generation_kwargs": dict(PURE_SAMPLING)}}}
+    check_run(run)
+    run["configs"]["t"]["generation_kwargs"] = {**PURE_SAMPLING, "top_k": None}
+    with pytest.raises(RefusedRunError, match="top_k=None"):
+        check_run(run)
+
+
+def test_every_reported_metric_has_a_declared_direction(tasks):
+    seen = set()
+    for task in tasks.values():
+        if not hasattr(task, "_all_keys"):
+            continue
+        for key in task.higher_is_better():
+            metric = key.partition("/")[0].removesuffix("_stderr")
+            declared = metric in policy.HIGHER_IS_BETTER or metric.removesuffix("_median") in policy.HIGHER_IS_BETTER
+            assert declared, f"{task.config.task}: {metric} has no direction in calbench.policy.HIGHER_IS_BETTER"
+            seen.add(metric)
+    assert {"valid_rate", "w1_iqr_median", "canonical_mass", "support_90", "parse_rate", "distinct_lite"} <= seen
+    assert policy.higher_is_better("valid_rate/gaussian_stderr") and not policy.higher_is_better("w1_iqr_median")
+    assert policy.arrow("canonical_mass") == "↑" and policy.arrow("seq_kl") == "↓"
+
+
+def test_run_defaults():
+    assert policy.needs_thinking_default("hf", "pretrained=x")
+    assert not policy.needs_thinking_default("hf", "pretrained=x,enable_thinking=True")
+    assert not policy.needs_thinking_default("hf", None)
+    assert not policy.needs_thinking_default("calbench-oracle", "seed=1")
+    assert policy.run_metadata("calbench-oracle") == {"calbench_terminator": ""}
+    assert policy.run_metadata("calbench-hf") == {policy.FIRST_TOKEN_METADATA: True}
+    assert policy.run_metadata("hf") == {}
