@@ -23,13 +23,12 @@ from transformers.cache_utils import DynamicLayer
 from calbench.tree_attention import cache_kwarg, output_cache
 
 
-def arrange(parent: list[int], rows: int) -> tuple[list[int], list[int], list[int]]:
+def arrange(parent: list[int]) -> tuple[list[int], list[int], list[int]]:
     """Rows for the next step's prefixes, moving as few cached rows as possible.
 
     ``parent[j]`` is the current row that continuing prefix j extends (ascending; a row
-    whose prefixes all ended has none), ``rows`` the current row count. Returns ``slot``,
-    the row each prefix takes, and the moves ``(src, dst)`` that put its cache there: a
-    row's first child stays in place, further children take the rows of ended prefixes
+    whose prefixes all ended has none). Returns ``slot``, the row each prefix takes, and
+    the moves ``(src, dst)`` that put its cache there: a row's first child stays in place, further children take the rows of ended prefixes
     or new rows at the end, and children of rows past the new end move into the holes
     left. No destination is the source of another move, so the moves can run at once.
     """
@@ -109,7 +108,7 @@ class RowCache:
     def arrange(self, parent: torch.Tensor) -> torch.Tensor:
         """Reorder the rows for the prefixes extending rows ``parent``; returns each prefix's row."""
         parents = parent.tolist()
-        slot, src, dst = arrange(parents, self.rows)
+        slot, src, dst = arrange(parents)
         device = parent.device
         src_t, dst_t = torch.tensor(src, device=device), torch.tensor(dst, device=device)
         for buffer in self._buffers:

@@ -1,4 +1,4 @@
-"""The strict answer parser (SPEC section 7): what counts as a number, and what counts as valid."""
+"""The strict answer parser: what counts as a number, and what counts as valid."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ def test_arrange_moves_each_prefix_onto_its_parent_cache(seed):
     rng = random.Random(seed)
     rows = rng.randint(1, 12)
     parent = sorted(p for p in range(rows) for _ in range(rng.choice([0, 0, 1, 1, 1, 2, 3])))
-    slot, src, dst = sampler.arrange(parent, rows)
+    slot, src, dst = sampler.arrange(parent)
     m = len(parent)
     assert sorted(slot) == list(range(m))
     assert not set(dst) & set(src)  # the moves can run at once

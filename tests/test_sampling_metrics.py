@@ -137,7 +137,7 @@ def test_oracle_floor_matches_an_independent_monte_carlo():
 @pytest.mark.parametrize("name", ["gaussian", "exponential", "binomial", "truncnorm"])
 def test_oracle_floor_decreases_with_n(name):
     # Finite-mean laws only: for Cauchy the extreme midpoint quantiles grow like n and the
-    # floor does not vanish (see the report on sampling_metrics.w1 for Cauchy).
+    # floor does not vanish (see sampling_metrics.oracle_floor).
     floors = [sampling_metrics.oracle_floor(LAWS[name], n).median for n in (10, 100, 1000)]
     assert floors[0] > floors[1] > floors[2] > 0
 
