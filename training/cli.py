@@ -22,7 +22,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as err:
         print(f"calbench train: {err}", file=sys.stderr)
         return 2
-    from calbench.training.trainer import run
+    from calbench.training.run_folder import RunFolderError
+    from calbench.training.trainer import NonFiniteLossError, run
 
-    run(config)
+    try:
+        run(config)
+    except (RunFolderError, NonFiniteLossError) as err:
+        print(f"calbench train: {err}", file=sys.stderr)
+        return 2
     return 0

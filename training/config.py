@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 Method = Literal["soft", "hard"]
@@ -68,19 +70,80 @@ class TrainConfig:
     seed: int = _flag("seed of the data order, the sampled answers and the LoRA init", default=11)
     save_steps: int = _flag("checkpoint every N optimizer steps", default=50)
     logging_steps: int = _flag("log the loss every N optimizer steps", default=5)
-    resume: bool = _flag("continue from the newest checkpoint in the run folder", default=False)
+    resume: bool = _flag(
+        "continue the run in the output folder from its newest complete checkpoint (the options must be the "
+        "run's own; a finished run is left as it is)",
+        default=False,
+    )
+    overwrite: bool = _flag(
+        "start a new run in an output folder that holds another one: its checkpoints and logs are deleted, "
+        "its adapter is replaced when the new one is written",
+        default=False,
+    )
     use_cpu: bool = _flag("train on the CPU even if a GPU is present (fp32)", default=False)
     chat: bool | None = _flag("wrap prompts in the chat template (default: when the tokenizer has one)", default=None)
 
     def resolve(self) -> TrainConfig:
-        """Fill the method-dependent defaults."""
+        """Fill the method-dependent defaults (only where an option was not given)."""
         soft = self.method == "soft"
+
+        def default(value: int | None, if_soft: int, if_hard: int) -> int:
+            return (if_soft if soft else if_hard) if value is None else value
+
         return dataclasses.replace(
             self,
-            max_bins=self.max_bins or (1001 if soft else 16384),
-            epochs=self.epochs or (3 if soft else 2),
-            samples_per_prompt=self.samples_per_prompt or (1 if soft else 16),
+            max_bins=default(self.max_bins, 1001, 16384),
+            epochs=default(self.epochs, 3, 2),
+            samples_per_prompt=default(self.samples_per_prompt, 1, 16),
         )
+
+    def sizes(self) -> tuple[int, int, int]:
+        """(max_bins, epochs, samples_per_prompt) with the method's defaults filled in."""
+        r = self.resolve()
+        assert r.max_bins is not None and r.epochs is not None and r.samples_per_prompt is not None
+        return r.max_bins, r.epochs, r.samples_per_prompt
+
+    def problems(self) -> list[str]:
+        """Every option that would fail or silently waste a run, as ``--option: why``; [] if none."""
+        out: list[str] = []
+
+        def need(ok: bool, name: str, why: str) -> None:
+            if not ok:
+                out.append(f"--{name.replace('_', '-')} {getattr(self, name)!r}: {why}")
+
+        def finite(x: float) -> bool:
+            return isinstance(x, int | float) and math.isfinite(x)
+
+        need(self.method in ("soft", "hard"), "method", "must be soft or hard")
+        need(self.soft_paths in ("sample", "all"), "soft_paths", "must be sample or all")
+        for name in ("batch_size", "effective_batch", "lora_r", "save_steps", "logging_steps", "trie_row_nodes"):
+            need(getattr(self, name) >= 1, name, "must be a positive integer")
+        need(self.decimals >= 0, "decimals", "must be 0 or more")
+        for name in ("max_bins", "epochs", "samples_per_prompt", "prompts"):
+            value = getattr(self, name)
+            need(value is None or value >= 1, name, "must be a positive integer (leave it out for the default)")
+        need(self.max_bins is None or self.max_bins >= 2, "max_bins", "a space needs at least 2 strings")
+        need(self.max_steps == -1 or self.max_steps >= 1, "max_steps", "must be positive (or -1: run the epochs)")
+        need(finite(self.lr) and self.lr > 0, "lr", "must be a positive number")
+        need(finite(self.weight_decay) and self.weight_decay >= 0, "weight_decay", "must be 0 or more")
+        need(finite(self.max_grad_norm) and self.max_grad_norm >= 0, "max_grad_norm", "must be 0 (off) or more")
+        need(finite(self.warmup_ratio) and 0 <= self.warmup_ratio < 1, "warmup_ratio", "must lie in [0, 1)")
+        need(finite(self.tau) and self.tau > 0, "tau", "must be a positive temperature")
+        need(finite(self.lora_alpha) and self.lora_alpha > 0, "lora_alpha", "must be positive")
+        need(finite(self.lora_dropout) and 0 <= self.lora_dropout < 1, "lora_dropout", "must lie in [0, 1)")
+        need(bool(self.target_modules), "target_modules", "name at least one module")
+        need(not (self.resume and self.overwrite), "overwrite", "cannot be combined with --resume")
+        need(bool(self.output) and not Path(self.output).is_file(), "output", "must be a folder, not a file")
+        if self.effective_batch >= 1 and self.batch_size >= 1 and self.effective_batch % self.batch_size:
+            out.append(f"--effective-batch {self.effective_batch} is not a multiple of --batch-size {self.batch_size}")
+        return out
+
+    def validate(self) -> TrainConfig:
+        """The config itself, or a ``ValueError`` naming every bad option."""
+        problems = self.problems()
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
 
     def to_dict(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
@@ -105,22 +168,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def from_args(args: argparse.Namespace) -> TrainConfig:
+    """The config of parsed CLI flags, validated (``ValueError`` naming every bad option)."""
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)}
     values["target_modules"] = tuple(values["target_modules"])
-    config = TrainConfig(**values)
-    for name in (
-        "decimals",
-        "batch_size",
-        "effective_batch",
-        "lora_r",
-        "save_steps",
-        "logging_steps",
-        "trie_row_nodes",
-    ):
-        if getattr(config, name) < (0 if name == "decimals" else 1):
-            raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(config, name)}")
-    if config.effective_batch % config.batch_size:
-        raise ValueError(
-            f"--effective-batch {config.effective_batch} is not a multiple of --batch-size {config.batch_size}"
-        )
-    return config
+    return TrainConfig(**values).validate()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import shutil
 import time
@@ -17,15 +18,18 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainingArguments
+from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainerCallback, TrainingArguments
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from calbench import model_catalogue
-from calbench.training import card
+from calbench.training import card, run_folder
 from calbench.training.config import TrainConfig
 from calbench.training.data import FullTrieCollator, HardCollator, SoftPathCollator, TrainingSet
 from calbench.training.losses import hard_ce, soft_kl
 
-ADAPTER = "adapter"  # <output>/adapter holds the final adapter, written atomically
+
+class NonFiniteLossError(FloatingPointError):
+    """The training loss became NaN or infinite: training stops instead of writing a broken adapter."""
 
 
 class CalibrationTrainer(Trainer):
@@ -36,6 +40,7 @@ class CalibrationTrainer(Trainer):
         self.method = method
         self.tau = tau
         self.tokens_seen = 0
+        self.add_callback(RunProgress(self))
 
     def _get_train_sampler(self, *args: Any, **kwargs: Any) -> torch.utils.data.Sampler:
         # Family-balanced and seeded already: keep it (accelerate still shards it under DDP).
@@ -60,7 +65,44 @@ class CalibrationTrainer(Trainer):
         else:
             rows = out.logits.reshape(-1, out.logits.shape[-1]).index_select(0, inputs["row_index"])
             loss = soft_kl(rows, inputs["child_ids"], inputs["child_q"], inputs["row_weights"], tau=self.tau)
+        if not torch.isfinite(loss.detach()):
+            raise NonFiniteLossError(
+                f"the training loss is {float(loss.detach())} at step {self.state.global_step + 1}: stopping (the checkpoints "
+                "written so far are kept); a lower --lr or --max-grad-norm usually helps"
+            )
         return (loss, out) if return_outputs else loss
+
+
+class RunProgress(TrainerCallback):
+    """Marks each checkpoint complete once transformers is done with it, with the run's tokens and
+    wall time so far; logs the last step, so the logged losses cover every step of the run."""
+
+    def __init__(self, trainer: CalibrationTrainer) -> None:
+        self.trainer = trainer
+        self.before = run_folder.progress_of(None)  # tokens and time of the run's earlier segments
+        self.started = time.time()
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        self.started = time.time()
+        return control
+
+    def so_far(self) -> dict[str, Any]:
+        return {
+            "tokens_seen_rank0": self.before["tokens_seen_rank0"] + self.trainer.tokens_seen,
+            "wall_seconds": round(self.before["wall_seconds"] + time.time() - self.started, 1),
+            "segments": self.before["segments"] + 1,
+        }
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        if state.global_step >= state.max_steps > 0:
+            control.should_log = True
+        return control
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        if state.is_world_process_zero:
+            checkpoint = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+            run_folder.mark_complete(checkpoint, self.so_far())
+        return control
 
 
 def _warmup(ratio: float) -> dict[str, Any]:
@@ -92,17 +134,18 @@ def build(config: TrainConfig) -> tuple[CalibrationTrainer, TrainingSet]:
         task_type="CAUSAL_LM",
     )
     model = get_peft_model(model, lora, autocast_adapter_dtype=True)
-    data = TrainingSet(tokenizer, chat, config.samples_per_prompt, config.epochs, config.seed, config.prompts)
+    max_bins, epochs, repeats = config.sizes()
+    data = TrainingSet(tokenizer, chat, repeats, epochs, config.seed, config.prompts)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     per_step = config.batch_size * world
     accumulation = max(1, config.effective_batch // per_step)
     collator: Any
     if config.method == "hard":
-        collator = HardCollator(data, config.decimals, config.max_bins)
+        collator = HardCollator(data, config.decimals, max_bins)
     elif config.soft_paths == "all":
-        collator = FullTrieCollator(data, config.decimals, config.max_bins, config.trie_row_nodes)
+        collator = FullTrieCollator(data, config.decimals, max_bins, config.trie_row_nodes)
     else:
-        collator = SoftPathCollator(data, config.decimals, config.max_bins)
+        collator = SoftPathCollator(data, config.decimals, max_bins)
     args = TrainingArguments(
         output_dir=config.output,
         per_device_train_batch_size=config.batch_size,
@@ -138,21 +181,54 @@ def build(config: TrainConfig) -> tuple[CalibrationTrainer, TrainingSet]:
     return trainer, data
 
 
+def mean_logged_loss(log_history: list[dict[str, Any]]) -> float:
+    """The run's mean loss per optimizer step, from the logged losses (each the mean since the last log)."""
+    total, last = 0.0, 0
+    for entry in log_history:
+        if "loss" in entry:
+            total += entry["loss"] * (entry["step"] - last)
+            last = entry["step"]
+    return total / last if last else math.nan
+
+
 def run(config: TrainConfig) -> Path:
-    """Train, then write ``<output>/adapter`` atomically with its config and model card."""
-    resolved = config.resolve()
-    print(json.dumps({"calbench train": resolved.to_dict()}, indent=2), flush=True)
+    """Train (or resume, or find finished), then write ``<output>/adapter`` atomically with its
+    config, the whole run's summary and its model card."""
+    resolved = config.resolve().validate()
+    folder = Path(resolved.output)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    # The first process prepares the run folder; under DDP the others read its decision once
+    # all have joined (building the Trainer joins the process group).
+    first = int(os.environ.get("RANK", "0")) == 0
+    if first:
+        checkpoint, finished = run_folder.start(resolved, world)
+    else:  # a finished run is left as it is: the first process will not join the process group
+        checkpoint, finished = None, run_folder.finished_run(folder) if resolved.resume else None
+    if finished is not None:
+        print(f"calbench train: the run in {folder} finished already ({finished.get('steps')} steps): nothing to do")
+        return folder / run_folder.ADAPTER
+    if first:
+        print(json.dumps({"calbench train": resolved.to_dict()}, indent=2), flush=True)
     trainer, data = build(resolved)
-    started = time.time()
-    result = trainer.train(resume_from_checkpoint=True if resolved.resume else None)
+    if world > 1:
+        trainer.accelerator.wait_for_everyone()
+        if not first:
+            checkpoint, finished = run_folder.decided(resolved)
+            if finished is not None:
+                return folder / run_folder.ADAPTER
+    progress = next(c for c in trainer.callback_handler.callbacks if isinstance(c, RunProgress))
+    progress.before = run_folder.progress_of(checkpoint)
+    if checkpoint is not None:
+        print(f"calbench train: resuming from {checkpoint}", flush=True)
+    result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     if not trainer.is_world_process_zero():
-        return Path(resolved.output) / ADAPTER
-    final = Path(resolved.output) / ADAPTER
-    tmp = Path(resolved.output) / f".{ADAPTER}.partial"
+        return folder / run_folder.ADAPTER
+    tmp = folder / run_folder.PARTIAL
     shutil.rmtree(tmp, ignore_errors=True)
     model: Any = trainer.model
     model.save_pretrained(tmp)
     data.tokenizer.save_pretrained(tmp)
+    so_far = progress.so_far()
     summary = {
         "config": resolved.to_dict(),
         "base_model": model_catalogue.resolve(resolved.model),
@@ -165,16 +241,16 @@ def run(config: TrainConfig) -> Path:
             * trainer.args.gradient_accumulation_steps
             * trainer.args.world_size,
         ),
-        "tokens_seen_rank0": trainer.tokens_seen,
-        "final_train_loss": float(result.training_loss),
+        "tokens_seen_rank0": so_far["tokens_seen_rank0"],
+        "final_train_loss": mean_logged_loss(trainer.state.log_history),
         "loss_history": [h for h in trainer.state.log_history if "loss" in h],
-        "wall_seconds": round(time.time() - started, 1),
+        "wall_seconds": so_far["wall_seconds"],
+        "segments": so_far["segments"],
         "versions": card.versions(),
     }
     (tmp / "calbench_train.json").write_text(json.dumps(summary, indent=2))
     (tmp / "README.md").write_text(card.render(resolved, summary))
-    if final.exists():
-        shutil.rmtree(final)
-    tmp.rename(final)
+    final = run_folder.install_adapter(folder, tmp)
+    run_folder.finish(folder, summary)
     print(f"adapter: {final}", flush=True)
     return final
