@@ -62,7 +62,10 @@ def cmd_models(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace, passthrough: Sequence[str]) -> int:
     from calbench import results_tables, runner
 
-    latest = runner.eval_cli(passthrough, num_samples=args.num_samples)
+    try:
+        latest = runner.eval_cli(passthrough, num_samples=args.num_samples)
+    except runner.EvalArgumentError as err:
+        return _fail("eval", err)
     if latest is not None:
         print(results_tables.summaries(latest))
     return 0

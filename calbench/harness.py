@@ -88,7 +88,8 @@ class CalbenchTask(ConfigurableTask):
     """A ConfigurableTask scored by calbench: one JSON record per document, aggregated by calbench.
 
     Subclasses name their metrics and turn (document, model outputs) into a record.
-    ``--metadata '{"num_samples": N}'`` sets ``repeats`` for a run (sampling tasks).
+    ``--metadata '{"num_samples": N}'`` sets ``repeats`` for a run (sampling tasks only: a
+    likelihood task scores every answer once, whatever N).
     """
 
     OVERALL: tuple[str, ...] = ()  # reported over the whole task
@@ -104,7 +105,8 @@ class CalbenchTask(ConfigurableTask):
         if n is not None:
             if isinstance(n, bool) or not isinstance(n, int) or n < 1:
                 raise ValueError(f"{self.config.task}: metadata num_samples must be a positive integer, got {n!r}")
-            self.config.repeats = n
+            if self.config.output_type == "generate_until":  # exact tasks score each answer once
+                self.config.repeats = n
         # Every document reports every family's keys (each aggregation keeps its own
         # family's records), so lm-eval sees equal counts for all metrics.
         split = self.dataset[self.config.test_split]

@@ -32,7 +32,7 @@ from lm_eval.models.utils import handle_stop_sequences, normalize_gen_kwargs, po
 from tqdm import tqdm
 
 from calbench.likelihood_metrics import TokenLogprobs
-from calbench.policy import PURE_SAMPLING, sampling_deviations
+from calbench.policy import sampling_deviations
 from calbench.sampler import sample
 from calbench.tree_attention import cache_kwarg, output_cache, score_trie
 from calbench.trie import build_trie
@@ -43,13 +43,10 @@ def _pure_sampling(kwargs: dict[str, Any], until: list[str], eos: str) -> float 
 
     That is ``calbench.policy``'s pure sampling at any positive temperature, every setting
     given (left unset, HF generate would apply the model's generation-config defaults,
-    which only ``_generate`` reproduces), nothing else set, no stop string but EOS.
+    which only ``_generate`` reproduces), anything else at its neutral value, no stop
+    string but EOS.
     """
-    plain = (
-        not sampling_deviations(kwargs, any_temperature=True)
-        and set(kwargs) <= set(PURE_SAMPLING)
-        and set(until) <= {eos}
-    )
+    plain = not sampling_deviations(kwargs, any_temperature=True) and set(until) <= {eos}
     return float(kwargs["temperature"]) if plain else None
 
 

@@ -20,6 +20,31 @@ from typing import Any
 
 PURE_SAMPLING: Mapping[str, Any] = {"do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0}
 TOP_K_OFF = (0, -1)  # 0: HF and vLLM; -1: vLLM's "no top-k"
+# Other settings that change sampling, and the values at which they do nothing. A model's
+# generation_config.json may set them (and temperature, top_p, top_k): stock hf and vLLM
+# apply it unless the request overrides it, so the tasks override the usual one
+# (repetition_penalty) and the results store refuses runs where one stayed active.
+NEUTRAL_SETTINGS: Mapping[str, tuple[Any, ...]] = {
+    "repetition_penalty": (1.0,),
+    "encoder_repetition_penalty": (1.0,),
+    "presence_penalty": (0.0,),
+    "frequency_penalty": (0.0,),
+    "min_p": (None, 0.0),
+    "typical_p": (None, 1.0),
+    "epsilon_cutoff": (None, 0.0),
+    "eta_cutoff": (None, 0.0),
+    "no_repeat_ngram_size": (None, 0),
+    "min_length": (None, 0),
+    "min_new_tokens": (None, 0),
+    "min_tokens": (None, 0),
+    "bad_words_ids": (None, []),
+    "suppress_tokens": (None, []),
+    "begin_suppress_tokens": (None, []),
+    "sequence_bias": (None, {}),
+    "exponential_decay_length_penalty": (None,),
+    "num_beams": (None, 1),
+}
+NOT_SAMPLING = ("until", "max_gen_toks")  # where to stop: not how to sample
 
 THINKING_BACKENDS = ("hf", "vllm", "calbench-hf")  # lm-eval backends that accept enable_thinking
 THINKING_DEFAULT = "enable_thinking=False"
@@ -54,7 +79,34 @@ def sampling_deviations(gen: Mapping[str, Any], any_temperature: bool = False) -
         wrong.append(f"top_p={gen.get('top_p')}")
     if "top_k" not in gen or gen["top_k"] not in TOP_K_OFF or isinstance(gen["top_k"], bool):
         wrong.append(f"top_k={gen.get('top_k')}")
+    for key, value in gen.items():  # anything else must be one of the settings that do nothing
+        if key not in PURE_SAMPLING and key not in NOT_SAMPLING and not is_neutral(key, value):
+            wrong.append(f"{key}={value}")
     return wrong
+
+
+def is_neutral(key: str, value: Any) -> bool:
+    """Whether ``key=value`` leaves pure sampling as it is (``NEUTRAL_SETTINGS``, and the pure values)."""
+    if key in PURE_SAMPLING:
+        return not sampling_deviations({**PURE_SAMPLING, key: value})
+    neutral = NEUTRAL_SETTINGS.get(key)
+    if neutral is None or isinstance(value, bool):
+        return False
+    return any(value == n and type(value) in (type(n), int, float) for n in neutral if n is not None) or (
+        value is None and None in neutral
+    )
+
+
+def active_generation_config(generation_config: Mapping[str, Any], gen: Mapping[str, Any]) -> list[str]:
+    """Settings of a model's generation_config.json that change sampling and that ``gen`` does not
+    override with a neutral value (``name=value``); what stock hf and vLLM would silently apply."""
+    out = []
+    for key in (*PURE_SAMPLING, *NEUTRAL_SETTINGS):
+        if key == "do_sample" or key not in generation_config or is_neutral(key, generation_config[key]):
+            continue
+        if not (key in gen and is_neutral(key, gen[key])):
+            out.append(f"{key}={generation_config[key]}")
+    return out
 
 
 def needs_thinking_default(model: str, model_args: str | None) -> bool:

@@ -8,6 +8,7 @@ defaults, so every lm-eval flag keeps working.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -100,83 +101,114 @@ def evaluate(
     return dict(results)
 
 
-def _value_of(args: list[str], flag: str) -> str | None:
-    for i, a in enumerate(args):
-        if a == flag and i + 1 < len(args):
-            return args[i + 1]
-        if a.startswith(flag + "="):
-            return a.split("=", 1)[1]
-    return None
+class EvalArgumentError(ValueError):
+    """A ``calbench eval`` command line that cannot run: said in one line, before any model loads."""
 
 
-def _set(args: list[str], flag: str, value: str) -> list[str]:
-    """Replace (or append) ``flag value`` in an argument list."""
-    out, skip = [], False
-    for i, a in enumerate(args):
-        if skip:
-            skip = False
-            continue
-        if a == flag and i + 1 < len(args):
-            skip = True
-            continue
-        if a.startswith(flag + "="):
-            continue
-        out.append(a)
-    return [*out, flag, value]
+def lm_eval_args(args: Sequence[str], num_samples: int | None = None) -> argparse.Namespace:
+    """lm-eval's own parse of a command line, with calbench's defaults added where the user gave none.
 
-
-def lm_eval_argv(args: Sequence[str], num_samples: int | None = None) -> list[str]:
-    """lm-eval arguments with calbench's defaults added where the user gave none.
+    lm-eval's parser reads every form ``lm_eval`` takes (``-M``/``--model``, ``-a``/``--model_args``
+    as ``k=v,k2=v2``, several ``k=v`` words or JSON, ``-o``/``--output_path``, ``--metadata`` as
+    ``k=v`` or JSON, ...). Then, for a ``run``:
 
     * ``--include_path``: calbench's task folder;
     * ``--output_path calbench_results`` and ``--log_samples``: results and per-sample logs;
-    * ``enable_thinking=False`` in ``--model_args`` for the hf and vllm backends, so
+    * ``enable_thinking=False`` in the model arguments of the backends that take it, so
       hybrid-reasoning chat templates answer directly (templates without it ignore it);
     * ``num_samples`` and calbench's run metadata (``policy.run_metadata``: a reference
-      system's terminator, calbench-hf's first-token support) merged into ``--metadata``.
+      system's terminator, calbench-hf's first-token support) under the user's ``--metadata``.
     """
-    out = list(args)
-    if _value_of(out, "--include_path") is None:
-        out += ["--include_path", str(tasks_path())]
-    if _value_of(out, "--output_path") is None:
-        out += ["--output_path", str(DEFAULT_OUTPUT)]
-    if "--log_samples" not in out and "-s" not in out:
-        out.append("--log_samples")
-    model = _value_of(out, "--model") or "hf"
-    model_args = _value_of(out, "--model_args")
-    if model_args and needs_thinking_default(model, model_args):
-        if model_args.lstrip().startswith("{"):
-            merged = {**json.loads(model_args), "enable_thinking": False}
-            out = _set(out, "--model_args", json.dumps(merged))
-        else:
-            out = _set(out, "--model_args", f"{model_args},{THINKING_DEFAULT}")
-    extra: dict[str, Any] = {}
+    from lm_eval._cli import HarnessCLI
+
+    if num_samples is not None and num_samples < 1:
+        raise EvalArgumentError(f"--num-samples must be a positive integer, got {num_samples}")
+    saved, sys.argv = sys.argv, ["lm_eval", *args]
+    try:
+        ns = HarnessCLI().parse_args()  # inserts lm-eval's `run` command when none is given
+    except ValueError as err:  # lm-eval's parser raises for malformed JSON
+        raise EvalArgumentError(str(err)) from None
+    finally:
+        sys.argv = saved
+    if ns.command != "run":
+        return ns
+    if ns.include_path is None:
+        ns.include_path = str(tasks_path())
+    if ns.output_path is None:
+        ns.output_path = str(DEFAULT_OUTPUT)
+    ns.log_samples = True
+    model = ns.model or "hf"
+    if ns.model_args and needs_thinking_default(model, json.dumps(ns.model_args)):
+        ns.model_args = {**ns.model_args, "enable_thinking": False}
+    extra: dict[str, Any] = dict(run_metadata(model))
     if num_samples is not None:
         extra["num_samples"] = num_samples
-    extra.update(run_metadata(model))
-    if extra:
-        metadata = json.loads(_value_of(out, "--metadata") or "{}")
-        out = _set(out, "--metadata", json.dumps({**extra, **metadata}))
-    return out
+    if extra or ns.metadata:
+        ns.metadata = {**extra, **(ns.metadata or {})}
+    return ns
 
 
-def lm_eval_cli(args: Sequence[str]) -> None:
-    """Run lm-eval's own command line with calbench's models registered."""
-    from lm_eval.__main__ import cli_evaluate
+def _looks_local(value: str) -> bool:
+    """A path, not a hub id (``org/name``): absolute, relative with a dot, home, or deeper than one slash."""
+    return value.startswith(("/", "./", "../", "~")) or value in (".", "..") or value.count("/") > 1
 
-    from calbench.reference_lms import register
 
-    offline_defaults()
-    register()
-    sys.argv = ["lm_eval", *args]
-    cli_evaluate()
+def check_eval_args(ns: argparse.Namespace) -> None:
+    """Refuse, in one line, what would fail later: unknown calbench tasks, model folders that do not exist."""
+    if ns.command != "run":
+        return
+    if not ns.tasks:
+        raise EvalArgumentError("name the tasks to run with --tasks (calbench's: calbench tasks-path lists the YAML)")
+    known = calbench_task_names(Path(ns.include_path))
+    for task in ns.tasks:
+        if task.startswith("calbench") and task not in known and not Path(task).exists():
+            close = sorted(k for k in known if k.startswith(task.rsplit("_", 1)[0]))[:6]
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise EvalArgumentError(f"unknown task {task!r}{hint}")
+    for key in ("pretrained", "peft", "lora_local_path", "tokenizer"):
+        value = (ns.model_args or {}).get(key)
+        if isinstance(value, str) and _looks_local(value) and not Path(value).expanduser().exists():
+            raise EvalArgumentError(f"{key}={value}: no such file or folder")
+
+
+def calbench_task_names(include_path: Path) -> set[str]:
+    """Task, tag and group names defined by the YAML in ``include_path`` (calbench's, by default)."""
+    import yaml
+
+    class _Loader(yaml.SafeLoader):
+        pass
+
+    _Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
+    names: set[str] = set()
+    for path in include_path.glob("*.yaml"):
+        try:
+            config = yaml.load(path.read_text(), Loader=_Loader) or {}
+        except yaml.YAMLError:
+            continue  # lm-eval reports its own YAML errors
+        for key in ("task", "group", "tag"):
+            value = config.get(key)
+            names.update([value] if isinstance(value, str) else [v for v in value or [] if isinstance(v, str)])
+    return names
 
 
 def eval_cli(args: Sequence[str], num_samples: int | None = None) -> Path | None:
     """``calbench eval``: lm-eval's CLI with calbench's defaults; the results file it wrote, if any."""
+    from lm_eval._cli import HarnessCLI
+
+    from calbench.reference_lms import register
     from calbench.results_tables import latest_results
 
-    argv = lm_eval_argv(args, num_samples=num_samples)
+    ns = lm_eval_args(args, num_samples=num_samples)
+    check_eval_args(ns)
+    offline_defaults()
+    register()
     started = time.time()
-    lm_eval_cli(argv)
-    return latest_results(Path(_value_of(argv, "--output_path") or DEFAULT_OUTPUT), since=started)
+    try:
+        HarnessCLI().execute(ns)
+    except ValueError as err:
+        if str(err).startswith("Tasks not found"):  # lm-eval's check, before any model loads
+            raise EvalArgumentError(str(err)) from None
+        raise
+    if ns.command != "run":
+        return None
+    return latest_results(Path(ns.output_path), since=started)

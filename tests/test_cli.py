@@ -21,6 +21,7 @@ def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]
     return subprocess.run(args, capture_output=True, text=True, cwd=cwd, check=False)
 
 
+@pytest.mark.integration
 def test_tasks_path_commands():
     for cmd in (["calbench", "tasks-path"], [sys.executable, "-m", "calbench", "tasks-path"]):
         done = run(*cmd)
@@ -28,16 +29,16 @@ def test_tasks_path_commands():
         assert Path(done.stdout.strip()) == calbench.tasks_path()
 
 
-def test_lm_eval_argv_adds_calbench_defaults():
-    argv = runner.lm_eval_argv(["--model", "hf", "--model_args", "pretrained=x", "--tasks", "t"], num_samples=7)
-    assert argv[argv.index("--include_path") + 1] == str(calbench.tasks_path())
-    assert argv[argv.index("--model_args") + 1] == "pretrained=x,enable_thinking=False"
-    assert json.loads(argv[argv.index("--metadata") + 1]) == {"num_samples": 7}
-    assert "--log_samples" in argv and "--output_path" in argv
+def test_lm_eval_args_adds_calbench_defaults():
+    ns = runner.lm_eval_args(["--model", "hf", "--model_args", "pretrained=x", "--tasks", "t"], num_samples=7)
+    assert ns.include_path == str(calbench.tasks_path())
+    assert ns.model_args == {"pretrained": "x", "enable_thinking": False}
+    assert ns.metadata == {"num_samples": 7}
+    assert ns.log_samples is True and ns.output_path == str(runner.DEFAULT_OUTPUT)
 
 
-def test_lm_eval_argv_respects_user_choices():
-    argv = runner.lm_eval_argv(
+def test_lm_eval_args_respects_user_choices():
+    ns = runner.lm_eval_args(
         [
             "--model",
             "vllm",
@@ -46,27 +47,74 @@ def test_lm_eval_argv_respects_user_choices():
             "--include_path",
             "/mine",
             "--metadata",
-            '{"seed": 3}',
+            '{"seed": 3, "num_samples": 9}',
             "--output_path",
             "out",
+            "--tasks",
+            "t",
         ],
         num_samples=5,
     )
-    assert argv[argv.index("--include_path") + 1] == "/mine"
-    assert json.loads(argv[argv.index("--model_args") + 1]) == {
-        "pretrained": "x",
-        "gpu_memory_utilization": 0.8,
-        "enable_thinking": False,
-    }
-    assert json.loads(argv[argv.index("--metadata") + 1]) == {"seed": 3, "num_samples": 5}
-    assert argv.count("--output_path") == 1
+    assert ns.include_path == "/mine" and ns.output_path == "out"
+    assert ns.model_args == {"pretrained": "x", "gpu_memory_utilization": 0.8, "enable_thinking": False}
+    assert ns.metadata == {"seed": 3, "num_samples": 9}  # the user's own metadata wins
     # Reference models take no thinking flag; a user's own flag is never overridden.
-    oracle = runner.lm_eval_argv(["--model", "calbench-oracle", "--model_args", "seed=1"])
-    assert oracle[oracle.index("--model_args") + 1] == "seed=1"
-    own = runner.lm_eval_argv(["--model", "hf", "--model_args", "pretrained=x,enable_thinking=True"])
-    assert own[own.index("--model_args") + 1] == "pretrained=x,enable_thinking=True"
+    oracle = runner.lm_eval_args(["--model", "calbench-oracle", "--model_args", "seed=1", "--tasks", "t"])
+    assert oracle.model_args == {"seed": 1} and oracle.metadata == {"calbench_terminator": ""}
+    own = runner.lm_eval_args(["--model", "hf", "--model_args", "pretrained=x,enable_thinking=True", "--tasks", "t"])
+    assert own.model_args == {"pretrained": "x", "enable_thinking": True}
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["-M", "hf", "-a", "pretrained=x", "-t", "t", "-o", "mine"],
+        ["--model", "hf", "--model_args", "pretrained=x", "--tasks", "t", "--output_path", "mine"],
+        ["--model=hf", "--model_args=pretrained=x", "--tasks=t", "--output_path=mine"],
+        ["--model", "hf", "--model_args", '{"pretrained": "x"}', "--tasks", "t", "-o", "mine"],
+        ["run", "--model", "hf", "--model_args", "pretrained=x", "--tasks", "t", "-o", "mine"],
+    ],
+)
+def test_every_lm_eval_form_means_the_same(argv):
+    ns = runner.lm_eval_args(argv)
+    assert ns.output_path == "mine" and ns.tasks == ["t"]
+    assert ns.model == "hf" and ns.model_args == {"pretrained": "x", "enable_thinking": False}
+
+
+def test_short_forms_get_calbench_defaults():
+    oracle = runner.lm_eval_args(["-M", "calbench-oracle", "-t", "t"])
+    assert oracle.metadata == {"calbench_terminator": ""}  # the likelihood tasks need it
+    several = runner.lm_eval_args(["-M", "calbench-hf", "-a", "pretrained=x", "dtype=float32", "-t", "t"])
+    assert several.model_args == {"pretrained": "x", "dtype": "float32", "enable_thinking": False}
+    assert several.metadata == {"calbench_first_token_support": True}
+    kv = runner.lm_eval_args(["-M", "hf", "-t", "t", "--metadata", "calbench_data_files=p.jsonl", "seed=2"])
+    assert kv.metadata == {"calbench_data_files": "p.jsonl", "seed": 2}
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--model", "hf", "--tasks", "calbench_numeric_quik"], "unknown task 'calbench_numeric_quik'; did you mean"),
+        (["--model", "hf", "--tasks", "no_such_task"], "Tasks not found: no_such_task"),
+        (["--model", "hf", "--model_args", "pretrained=/no/such/model", "--tasks", "calbench_numeric_quick"],
+         "pretrained=/no/such/model: no such file or folder"),
+        (["--model", "hf", "--model_args", "pretrained=./gone,peft=x", "--tasks", "calbench_numeric_quick"],
+         "pretrained=./gone: no such file or folder"),
+        (["--model", "hf", "--metadata", "{bad", "--tasks", "calbench_numeric_quick"], "Invalid JSON: {bad"),
+        (["--model", "hf", "--num-samples", "0", "--tasks", "calbench_numeric_quick"], "--num-samples must be a positive"),
+        (["--model", "hf"], "name the tasks to run with --tasks"),
+    ],
+)  # fmt: skip
+def test_ordinary_mistakes_get_one_line_before_any_model_loads(argv, message, capsys):
+    from calbench.cli import main
+
+    assert main(["eval", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("calbench eval: ") and message in err and "Traceback" not in err, err
+    assert err.strip().count("\n") == 0  # one line
+
+
+@pytest.mark.integration
 def test_calbench_eval_end_to_end(tmp_path):
     done = run(
         "calbench",
@@ -106,6 +154,7 @@ def test_models_cache_location(monkeypatch, tmp_path):
     assert not model_catalogue.is_ready("gemma-3-270m")
 
 
+@pytest.mark.integration
 def test_wheel_ships_the_tasks(tmp_path):
     # `calbench tasks-path` must work from an installed wheel, not only from a clone.
     # Build from a copy: setuptools writes build/ and *.egg-info into the source tree.
@@ -129,3 +178,17 @@ def test_wheel_ships_the_tasks(tmp_path):
     done = run(sys.executable, "-S", "-c", code, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert Path(done.stdout.strip()) == site / "calbench" / "tasks"
+
+
+@pytest.mark.integration
+def test_short_forms_end_to_end(tmp_path):
+    # -M and -o as lm_eval takes them: the oracle's likelihood task gets its terminator, results land in -o.
+    cwd, out = tmp_path / "cwd", tmp_path / "out"
+    cwd.mkdir()
+    argv = ["calbench", "eval", "-M", "calbench-oracle", "-t", "calbench_numeric_heldout_likelihood", "-o", str(out)]
+    done = run(*argv, cwd=cwd)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (results,) = out.rglob("results_*.json")
+    data = json.loads(results.read_text())["results"]["calbench_numeric_heldout_likelihood"]
+    assert abs(data["seq_kl,none"]) < 1e-9 and data["canonical_mass,none"] == pytest.approx(1.0)
+    assert not (cwd / "calbench_results").exists()  # -o is honoured, not replaced by calbench's default

@@ -42,7 +42,8 @@ def test_every_sampling_task_samples_purely(tasks):
     for task in sampling:
         gen = dict(task.config.generation_kwargs)
         assert {k: gen[k] for k in PURE_SAMPLING} == dict(PURE_SAMPLING), task.config.task
-        assert set(gen) - set(PURE_SAMPLING) <= {"until", "max_gen_toks"}, task.config.task
+        assert sampling_deviations(gen) == [], task.config.task
+        assert gen["repetition_penalty"] == 1.0  # overrides a model's generation_config.json
 
 
 def test_backend_and_results_store_share_the_definition():
@@ -51,6 +52,7 @@ def test_backend_and_results_store_share_the_definition():
     assert _pure_sampling({**PURE_SAMPLING, "temperature": 0.7}, [eos], eos) == 0.7  # any T for the backend
     assert _pure_sampling({**PURE_SAMPLING, "top_k": None}, [], eos) is None  # HF would default to 50
     assert _pure_sampling({**PURE_SAMPLING, "min_p": 0.1}, [], eos) is None  # another setting: HF generate
+    assert _pure_sampling({**PURE_SAMPLING, "repetition_penalty": 1.0}, [], eos) == 1.0  # neutral: ours
     assert _pure_sampling(dict(PURE_SAMPLING), ["\n"], eos) is None  # a stop string: HF generate
     run = {"config": {}, "configs": {"t": {"output_type": "generate_until", "generation_kwargs": dict(PURE_SAMPLING)}}}
     check_run(run)

@@ -15,6 +15,7 @@ import copy
 import hashlib
 import json
 import math
+import re
 import subprocess
 from collections.abc import Mapping, Sequence
 from importlib import metadata as importlib_metadata
@@ -22,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from calbench import results_tables
-from calbench.families import make_target
-from calbench.leaderboard.score import SAMPLING_TASKS
+from calbench.families import FAMILIES, make_target
+from calbench.leaderboard.score import LIKELIHOOD_TASKS, NUMERIC_SPLITS, SAMPLING_TASKS
 from calbench.parse import classify
-from calbench.policy import PURE_SAMPLING, sampling_deviations
+from calbench.policy import PURE_SAMPLING, active_generation_config, sampling_deviations
 from calbench.stats import Estimate
 
 ENTRY_TYPES = ("reference", "base", "instruct", "fine-tuned adapter", "prompting method")
@@ -54,25 +55,67 @@ def package_versions(names: Sequence[str] = PACKAGES) -> dict[str, str]:
 # ---------------------------------------------------------------- run records
 
 
-def check_run(results: Mapping[str, Any], source: str = "run") -> None:
-    """Refuse runs that are not comparable: ``--limit``, or sampling other than pure T=1."""
-    config = results.get("config", {})
-    if config.get("limit") not in (None, 0):
-        raise RefusedRunError(f"{source}: run with --limit {config['limit']}; leaderboard runs score every prompt")
-    override = config.get("gen_kwargs") or {}
+def _generation_settings(results: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(task, generation settings) of each generating task: its YAML's, with ``--gen_kwargs`` over them."""
+    override = results.get("config", {}).get("gen_kwargs") or {}
     if isinstance(override, str):
         from lm_eval.utils import simple_parse_args_string
 
         override = simple_parse_args_string(override)
-    for task, task_config in results.get("configs", {}).items():
-        if task_config.get("output_type") != "generate_until":
-            continue
-        gen = {**task_config.get("generation_kwargs", {}), **override}
+    return [
+        (task, {**task_config.get("generation_kwargs", {}), **override})
+        for task, task_config in results.get("configs", {}).items()
+        if task_config.get("output_type") == "generate_until"
+    ]
+
+
+def check_run(results: Mapping[str, Any], source: str = "run") -> None:
+    """Refuse runs that are not comparable: ``--limit`` or ``--samples``, or sampling other than pure T=1."""
+    config = results.get("config", {})
+    if config.get("limit") not in (None, 0):
+        raise RefusedRunError(f"{source}: run with --limit {config['limit']}; leaderboard runs score every prompt")
+    for task, counts in results.get("n-samples", {}).items():
+        if isinstance(counts, dict) and counts.get("effective") != counts.get("original"):
+            raise RefusedRunError(
+                f"{source}: task {task} scored {counts.get('effective')} of its {counts.get('original')} prompts "
+                "(--samples or --limit); leaderboard runs score every prompt"
+            )
+    for task, gen in _generation_settings(results):
         wrong = sampling_deviations(gen)
         if wrong:
             pure = ", ".join(f"{k}={v}" for k, v in PURE_SAMPLING.items())
             raise RefusedRunError(
                 f"{source}: task {task} did not sample at pure T=1 ({', '.join(wrong)}); the leaderboard needs {pure}"
+            )
+
+
+GENERATION_CONFIG_BACKENDS = ("hf", "vllm")  # they apply a model's generation_config.json to sampling
+
+
+def check_generation_config(results: Mapping[str, Any], source: str = "run") -> None:
+    """Refuse a run on stock hf or vLLM whose model's ``generation_config.json`` changes sampling
+    (a repetition penalty, top-k, ...) in a way the tasks' settings did not override.
+
+    ``calbench-hf`` samples pure T=1 with its own sampler, which reads no generation config.
+    """
+    backend = results.get("config", {}).get("model")
+    pretrained = _model_args(results).get("pretrained")
+    if backend not in GENERATION_CONFIG_BACKENDS or not pretrained:
+        return
+    path = Path(str(pretrained)) / "generation_config.json"
+    if not path.is_file():
+        return  # a hub id: the run's own machine had it; nothing here to check against
+    try:
+        generation_config = json.loads(path.read_text())
+    except ValueError as err:
+        raise RefusedRunError(f"{source}: unreadable {path} ({err})") from err
+    for task, gen in _generation_settings(results):
+        active = active_generation_config(generation_config, gen)
+        if active:
+            raise RefusedRunError(
+                f"{source}: task {task} on {backend}: the model's {path} sets {', '.join(active)}, which "
+                f"{backend} applies to sampling and the task did not override; run it on calbench-hf, or "
+                "override them with --gen_kwargs to their neutral values"
             )
 
 
@@ -132,15 +175,32 @@ def _task_metrics(task_results: Mapping[str, Any], task: str) -> dict[str, Any]:
     return {"overall": overall}
 
 
+def samples_log(results_file: Path, task: str) -> Path:
+    """The samples log lm-eval wrote with ``results_file`` (same run: the same timestamp in its name)."""
+    stamp = results_file.stem.removeprefix("results_")
+    log = results_file.parent / f"samples_{task}_{stamp}.jsonl"
+    if not log.is_file():
+        others = sorted(p.name for p in results_file.parent.glob(f"samples_{task}_*.jsonl"))
+        found = f" (only other runs' logs: {', '.join(others)})" if others else ""
+        raise RefusedRunError(f"{results_file}: no samples log {log.name} of this run{found}; run with --log_samples")
+    return log
+
+
 def _sample_values(samples_file: Path) -> list[dict[str, Any]]:
     """Valid parsed answers per prompt of a numeric sampling task's samples log (for plots)."""
     prompts = []
     with samples_file.open() as f:
-        for line in f:
-            sample = json.loads(line)
-            doc = sample["doc"]
-            target = make_target(doc["family"], json.loads(doc["params"]))
-            answers = [classify(text, target) for text in sample["resps"][0]]
+        for n, line in enumerate(f, 1):
+            try:
+                sample = json.loads(line)
+                doc = sample["doc"]
+                target = make_target(doc["family"], json.loads(doc["params"]))
+                responses = sample["resps"][0]
+                if not isinstance(responses, list) or not all(isinstance(r, str) for r in responses):
+                    raise TypeError("resps[0] is not a list of strings")
+            except (ValueError, KeyError, IndexError, TypeError) as err:
+                raise RefusedRunError(f"{samples_file}:{n}: not a calbench sample record ({err})") from err
+            answers = [classify(text, target) for text in responses]
             prompts.append(
                 {
                     "family": doc["family"],
@@ -149,6 +209,8 @@ def _sample_values(samples_file: Path) -> list[dict[str, Any]]:
                     "values": [float(f"{a.value:.6g}") for a in answers if a.valid and a.value is not None],
                 }
             )
+    if not prompts:
+        raise RefusedRunError(f"{samples_file}: the samples log is empty")
     return prompts
 
 
@@ -160,6 +222,7 @@ def build_record(
     drift: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One system's run record from its lm-eval ``results_*.json`` files (several runs merge)."""
+    check_name(name)
     if entry_type not in ENTRY_TYPES:
         raise RefusedRunError(f"entry type {entry_type!r} is not one of {', '.join(ENTRY_TYPES)}")
     if not results_files:
@@ -172,6 +235,7 @@ def build_record(
         except (OSError, ValueError) as err:
             raise RefusedRunError(f"{path}: not a readable lm-eval results file ({err})") from err
         check_run(results, str(path))
+        check_generation_config(results, str(path))
         config, args = results.get("config", {}), _model_args(results)
         pretrained = args.get("pretrained")
         adapter = args.get("peft") or args.get("lora_local_path")
@@ -198,9 +262,7 @@ def build_record(
                 **_task_metrics(task_results, task),
             }
             if task in SAMPLING_TASKS.values():
-                logs = sorted(Path(path).parent.glob(f"samples_{task}_*.jsonl"))
-                if logs:
-                    entry["samples"] = _sample_values(logs[-1])
+                entry["samples"] = _sample_values(samples_log(Path(path), task))
             record["tasks"][task] = entry
     if len(systems) > 1:
         raise RefusedRunError(f"{name}: the results files come from different systems: {sorted(map(str, systems))}")
@@ -208,6 +270,7 @@ def build_record(
         record["drift"] = dict(drift)
     record["calbench_commit"] = _calbench_commit()
     record["packages"] = package_versions()
+    validate_record(record, name)
     return record
 
 
@@ -220,6 +283,7 @@ def _atomic_write(path: Path, text: str) -> None:
 
 def save_record(record: Mapping[str, Any], folder: Path) -> Path:
     """``<folder>/<name>.json`` (readable) and the sampled values in ``<folder>/samples/<name>.json``."""
+    check_name(record["name"])
     head = copy.deepcopy(dict(record))
     samples = {t: e.pop("samples") for t, e in head["tasks"].items() if "samples" in e}
     path = folder / f"{record['name']}.json"
@@ -230,17 +294,135 @@ def save_record(record: Mapping[str, Any], folder: Path) -> Path:
 
 
 def load_records(folder: Path) -> list[dict[str, Any]]:
+    """Every run record of a results folder, each validated (``validate_record``), sorted by name."""
     records = []
     for path in sorted(Path(folder).glob("*.json")):
-        record = json.loads(path.read_text())
-        if record.get("schema") != SCHEMA:
-            raise RefusedRunError(f"{path}: unknown record schema {record.get('schema')!r}")
+        try:
+            record = json.loads(path.read_text())
+        except ValueError as err:
+            raise RefusedRunError(f"{path}: not JSON ({err})") from err
+        validate_record(record, str(path))
+        if record["name"] != path.stem:
+            raise RefusedRunError(f"{path}: name: {record['name']!r} is not the file's name {path.stem!r}")
         samples = path.parent / "samples" / path.name
         if samples.is_file():
-            for task, values in json.loads(samples.read_text()).items():
+            try:
+                stored = json.loads(samples.read_text())
+            except ValueError as err:
+                raise RefusedRunError(f"{samples}: not JSON ({err})") from err
+            for task, values in stored.items():
+                if task not in record["tasks"] or not isinstance(values, list):
+                    raise RefusedRunError(f"{samples}: {task}: no such task in the record, or not a list")
                 record["tasks"][task]["samples"] = values
         records.append(record)
     return records
+
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
+
+
+def check_name(name: object) -> str:
+    """A record name is a name: it becomes a file name and a table row, never a path."""
+    if not isinstance(name, str) or not NAME.fullmatch(name) or ".." in name:
+        raise RefusedRunError(
+            f"record name {name!r}: use letters, digits and . _ + - (at most 100, starting with a letter or digit)"
+        )
+    return name
+
+
+# Ranges of stored values: shares in [0, 1]; distances, sizes and divergences at least 0.
+SHARES = ("valid_rate", "support_violation_rate", "gof_pass_rate", "parse_rate", "parse_rate_lenient",
+          "top_answer_share", "freq_A", "freq_B", "freq_C", "freq_D", "canonical_mass")  # fmt: skip
+NON_NEGATIVE = ("w1", "w1_iqr", "exact_w1", "exact_w1_iqr", "logit_kl", "tv_distance", "tv_distance_lenient",
+                "unique_answers", "answer_entropy", "distinct_lite", "chi2")  # fmt: skip
+SLACK = 1e-9  # rounding: an exact KL of -1e-17, a mass of 1 + 1e-12
+
+
+def _problem(field: str, why: str) -> RefusedRunError:
+    return RefusedRunError(f"{field}: {why}")
+
+
+def _check_pair(field: str, pair: Any) -> None:
+    if not (isinstance(pair, list) and len(pair) == 2):
+        raise _problem(field, f"must be [value, standard error], got {pair!r}")
+    for part, x in zip(("value", "standard error"), pair, strict=True):
+        if x is not None and (isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x)):
+            raise _problem(field, f"the {part} must be a finite number or null, got {x!r}")
+    value, se = pair
+    if se is not None and se < 0:
+        raise _problem(field, f"a standard error cannot be negative ({se})")
+    metric = field.rsplit(".", 1)[-1].removesuffix("_median")
+    if value is None:
+        return
+    if metric in SHARES and not -SLACK <= value <= 1 + SLACK:
+        raise _problem(field, f"a share must lie in [0, 1], got {value}")
+    if (metric in NON_NEGATIVE or (metric.startswith("support_") and metric != "support_violation_rate")) and (
+        value < -SLACK
+    ):
+        raise _problem(field, f"must be at least 0, got {value}")
+
+
+def validate_record(record: Any, source: str = "record") -> None:
+    """Refuse a record whose fields have the wrong types or impossible values, naming the field."""
+    try:
+        if not isinstance(record, dict):
+            raise _problem("record", "must be a JSON object")
+        if record.get("schema") != SCHEMA:
+            raise _problem("schema", f"unknown record schema {record.get('schema')!r}")
+        check_name(record.get("name"))
+        if record.get("type") not in ENTRY_TYPES:
+            raise _problem("type", f"{record.get('type')!r} is not one of {', '.join(ENTRY_TYPES)}")
+        if not isinstance(record.get("command"), str):
+            raise _problem("command", f"must be a string, got {record.get('command')!r}")
+        tasks = record.get("tasks")
+        if not isinstance(tasks, dict) or not tasks:
+            raise _problem("tasks", "must be an object with at least one task")
+        for task, entry in tasks.items():
+            _validate_task(f"tasks.{task}", task, entry)
+        model = record.get("model", {})
+        if not isinstance(model, dict) or any(v is not None and not isinstance(v, str) for v in model.values()):
+            raise _problem("model", "must be an object of strings (or null)")
+        drift = record.get("drift")
+        if drift is not None:
+            if not isinstance(drift, dict):
+                raise _problem("drift", "must be an object")
+            _check_pair("drift.drift_kl", [drift.get("drift_kl"), drift.get("drift_kl_se")])
+            if drift.get("drift_kl") is None or drift["drift_kl"] < -SLACK:
+                raise _problem("drift.drift_kl", f"must be a KL (at least 0), got {drift.get('drift_kl')!r}")
+    except RefusedRunError as err:
+        raise RefusedRunError(f"{source}: {err}") from None
+
+
+def _validate_task(field: str, task: str, entry: Any) -> None:
+    if not isinstance(entry, dict):
+        raise _problem(field, "must be an object")
+    for key in ("version", "samples_per_prompt", "prompts"):
+        value = entry.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise _problem(f"{field}.{key}", f"must be a whole number, got {value!r}")
+    overall = entry.get("overall")
+    if not isinstance(overall, dict):
+        raise _problem(f"{field}.overall", "must be an object of metrics")
+    for metric, pair in overall.items():
+        _check_pair(f"{field}.overall.{metric}", pair)
+    families = entry.get("families")
+    if families is None:
+        if task in (*SAMPLING_TASKS.values(), *LIKELIHOOD_TASKS.values()):
+            raise _problem(f"{field}.families", "missing: a numeric task reports every family")
+        return
+    if not isinstance(families, dict):
+        raise _problem(f"{field}.families", "must be an object of families")
+    for split in NUMERIC_SPLITS:
+        if task in (SAMPLING_TASKS[split], LIKELIHOOD_TASKS[split]):
+            expected = {f for f, fam in FAMILIES.items() if fam.eval_split == split}
+            if set(families) != expected:
+                missing, extra = sorted(expected - set(families)), sorted(set(families) - expected)
+                raise _problem(f"{field}.families", f"missing {missing}, unexpected {extra}")
+    for family, metrics in families.items():
+        if family not in FAMILIES or not isinstance(metrics, dict):
+            raise _problem(f"{field}.families.{family}", "not a calbench family with an object of metrics")
+        for metric, pair in metrics.items():
+            _check_pair(f"{field}.families.{family}.{metric}", pair)
 
 
 def adapter_drift(drift_file: Path, adapter: str | Path | None) -> dict[str, Any]:
