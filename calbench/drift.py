@@ -8,6 +8,8 @@ text untouched. Its standard error comes from the spread over paragraphs.
 
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -61,15 +63,29 @@ def drift(base: Any, tuned: Any, tokenizer: Any, texts: tuple[str, ...] = NEUTRA
         per_text.append(float(kl.mean()))
         tokens += int(kl.numel())
     mean = sample_mean(per_text, nan="propagate")
+    if not (math.isfinite(mean.value) and math.isfinite(mean.se)):
+        raise ValueError(f"drift is not finite ({mean.value} ± {mean.se}): the two models' logits overflow")
     return {"drift_kl": mean.value, "drift_kl_se": mean.se, "tokens": tokens}
+
+
+def same_model(a: str, b: str) -> bool:
+    """Whether two model references name the same model: the same folder or hub id, or (a folder
+    recorded on another machine, e.g. calbench's model cache) the same last name."""
+    if Path(a).exists() and Path(b).exists():
+        return Path(a).resolve() == Path(b).resolve()
+    return a.rstrip("/") == b.rstrip("/") or Path(a.rstrip("/")).name == Path(b.rstrip("/")).name
 
 
 def drift_of_adapter(base_path: str, adapter: str, device: str = "cpu") -> dict[str, float]:
     """Drift of a PEFT adapter on its base model (one copy of the weights: the adapter is toggled)."""
     from peft import PeftModel
 
-    if not (Path(adapter) / "adapter_config.json").is_file():
+    config_file = Path(adapter) / "adapter_config.json"
+    if not config_file.is_file():
         raise ValueError(f"{adapter} is not a PEFT adapter folder (no adapter_config.json)")
+    trained_on = json.loads(config_file.read_text()).get("base_model_name_or_path")
+    if trained_on and not same_model(str(trained_on), base_path):
+        raise ValueError(f"{adapter} was trained on {trained_on}, not on {base_path}: its drift would mean nothing")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(base_path)

@@ -135,7 +135,7 @@ class Family:
         return "an" if self.display[0] in "AEIO" or self.display == "F" else "a"
 
     def target(self, params: Mapping[str, float]) -> Target:
-        return Target(self, _normalise(self, params))
+        return Target(self, tuple(params.items()))
 
     def points(self, split: Split) -> list[Target]:
         """Every grid point of ``split``, rounded to 4 significant digits, in grid order."""
@@ -191,6 +191,10 @@ class Target:
 
     family: Family
     items: tuple[tuple[str, float], ...] = field()
+
+    def __post_init__(self) -> None:
+        # Built directly or through make_target, a target's parameters are checked the same way.
+        object.__setattr__(self, "items", _normalise(self.family, dict(self.items)))
 
     @property
     def params(self) -> dict[str, float]:

@@ -186,6 +186,12 @@ def read_samples(path: str | Path) -> tuple[str, list[dict[str, Any]]]:
                 items.append({"id": sample["doc"]["id"], "prompt": sample["doc"]["prompt"], "generations": generations})
             except (json.JSONDecodeError, KeyError, IndexError, TypeError) as err:
                 raise ValueError(f"{path}:{n}: not an lm-eval sample record ({err})") from err
+            if not isinstance(generations, list) or not all(isinstance(g, str) for g in generations):
+                raise ValueError(f"{path}:{n}: the generations (resps[0]) must be a list of strings")
+            if not generations:
+                raise ValueError(f"{path}:{n}: a prompt without generations")
+    if not items:
+        raise ValueError(f"{path}: the samples log is empty")
     return match.group(1), items
 
 

@@ -169,11 +169,26 @@ def retention_table(base: Mapping[str, Any], tuned: Mapping[str, Any]) -> str:
     return tabulate(table, headers=["task", "metric", "base", "tuned", "tuned - base"], tablefmt="github")
 
 
+def documents_scored(results: Mapping[str, Any], task: str) -> Any:
+    """What a run scored of a task: its number of documents (``n-samples``) and any ``--limit``."""
+    return (results.get("n-samples", {}).get(task, {}).get("effective"), results.get("config", {}).get("limit"))
+
+
 def retention_deltas(base: Mapping[str, Any], tuned: Mapping[str, Any]) -> list[dict[str, Any]]:
     """tuned - base for every metric both lm-eval results share (standard errors combined as
-    independent: both runs score the same documents, so this overstates the delta's noise)."""
+    independent: both runs score the same documents, so this overstates the delta's noise).
+
+    Refuses (``ValueError``) two runs that scored a task over different documents."""
     rows = []
-    for task in sorted(set(base.get("results", {})) & set(tuned.get("results", {}))):
+    shared = sorted(set(base.get("results", {})) & set(tuned.get("results", {})))
+    for task in shared:
+        b_docs, t_docs = documents_scored(base, task), documents_scored(tuned, task)
+        if b_docs != t_docs:
+            raise ValueError(
+                f"{task}: the two runs scored different documents (base {b_docs[0]} with --limit {b_docs[1]}, "
+                f"tuned {t_docs[0]} with --limit {t_docs[1]}): rerun them alike"
+            )
+    for task in shared:
         b, t = overall_metrics(base["results"][task]), overall_metrics(tuned["results"][task])
         for metric in sorted(set(b) & set(t)):
             delta = t[metric].value - b[metric].value

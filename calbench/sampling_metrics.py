@@ -9,6 +9,7 @@ samples and those quantiles gives the same number); KS and chi-square tests as i
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -29,6 +30,17 @@ def midpoint_quantiles(law: Any, n: int) -> np.ndarray:
     return ppf(law, (np.arange(n) + 0.5) / n)
 
 
+def _mean_distance(x: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """mean_i |x_i - q_i| along the last axis. Where that overflows (valid answers near the
+    largest float, 1e308), each term is divided by n first, so the mean stays finite."""
+    with np.errstate(over="ignore"):
+        mean = np.mean(np.abs(x - q), axis=-1)
+    if np.all(np.isfinite(mean)) or not (np.all(np.isfinite(x)) and np.all(np.isfinite(q))):
+        return mean
+    n = x.shape[-1]
+    return np.sum(np.abs(x / n - q / n), axis=-1)
+
+
 def w1(values: np.ndarray, law: Any) -> float:
     """Wasserstein-1 distance of the samples to the law: mean_i |x_(i) - F^{-1}((i - 1/2)/n)|.
 
@@ -37,7 +49,7 @@ def w1(values: np.ndarray, law: Any) -> float:
     x = np.sort(np.asarray(values, dtype=float))
     if x.size == 0:
         return float("nan")
-    return float(np.mean(np.abs(x - midpoint_quantiles(law, x.size))))
+    return float(_mean_distance(x, midpoint_quantiles(law, x.size)))
 
 
 def iqr(target: Target) -> float:
@@ -97,8 +109,13 @@ def bootstrap_w1_sd(values: np.ndarray, law: Any, reps: int = BOOT_REPS, seed: i
         return 0.0
     rng = np.random.default_rng(seed)
     resampled = np.sort(x[rng.integers(0, x.size, size=(reps, x.size))], axis=1)
-    per_rep = np.mean(np.abs(resampled - midpoint_quantiles(law, x.size)), axis=1)
-    return float(per_rep.std(ddof=1))
+    per_rep = _mean_distance(resampled, midpoint_quantiles(law, x.size))
+    with np.errstate(over="ignore", invalid="ignore"):
+        sd = float(per_rep.std(ddof=1))
+    if math.isfinite(sd) or not np.all(np.isfinite(per_rep)):
+        return sd
+    scale = float(np.max(np.abs(per_rep)))  # squares near 1e308 overflow: scale them first
+    return scale * float((per_rep / scale).std(ddof=1))
 
 
 def w1_se(values: np.ndarray, target: Target, seed: int = 0) -> float:

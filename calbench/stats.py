@@ -94,8 +94,13 @@ def quadrature_mean(estimates: Sequence[Estimate], nan: NanPolicy) -> Estimate:
     kept = [e for e in estimates if _defined(e.value)] if nan == "omit" else list(estimates)
     if not kept or not all(_defined(e.value) for e in kept):
         return UNDEFINED
-    se = math.sqrt(sum(e.se**2 for e in kept if _defined(e.se))) / len(kept)
-    return Estimate(float(np.mean([e.value for e in kept])), se)
+    se = math.hypot(*(e.se for e in kept if _defined(e.se))) / len(kept)  # hypot: no overflow at 1e308
+    values = np.array([e.value for e in kept], dtype=float)
+    with np.errstate(over="ignore"):
+        mean = float(np.mean(values))
+    if not math.isfinite(mean):  # the sum overflowed (values near 1e308): divide first
+        mean = float(np.sum(values / len(kept)))
+    return Estimate(mean, se)
 
 
 def sample_mean(values: Sequence[float | None], nan: NanPolicy) -> Estimate:
