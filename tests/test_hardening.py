@@ -134,7 +134,7 @@ class _Fixed(torch.nn.Module):
         self.logits = logits
         self.weight = torch.nn.Parameter(torch.zeros(1))
 
-    def forward(self, ids: torch.Tensor):  # type: ignore[no-untyped-def]
+    def forward(self, ids: torch.Tensor):
         class Out:
             logits = self.logits[None, : ids.shape[1]]
 
