@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {"calbench": ROOT / "calbench", "calbench.training": ROOT / "training"}
 
@@ -77,7 +79,11 @@ def test_the_core_never_imports_the_training_addon():
     core = {m: deps for m, deps in graph().items() if not m.startswith("calbench.training")}
     offenders = {m: sorted(d for d in deps if d.startswith("calbench.training")) for m, deps in core.items()}
     assert not {m: d for m, d in offenders.items() if d}
-    # At run time too: importing every core module leaves calbench.training unloaded.
+
+
+@pytest.mark.integration
+def test_importing_the_core_leaves_the_addon_unloaded():
+    core = [m for m in graph() if not m.startswith("calbench.training")]
     modules = sorted(m for m in core if not m.endswith("__main__"))  # __main__ runs the CLI
     code = (
         "import importlib, sys\n"
@@ -89,6 +95,7 @@ def test_the_core_never_imports_the_training_addon():
     assert done.stdout.strip() == "[]"
 
 
+@pytest.mark.integration
 def test_calbench_train_reaches_the_addon_through_its_entry_point():
     from importlib import metadata
 

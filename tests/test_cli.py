@@ -95,7 +95,9 @@ def test_short_forms_get_calbench_defaults():
     ("argv", "message"),
     [
         (["--model", "hf", "--tasks", "calbench_numeric_quik"], "unknown task 'calbench_numeric_quik'; did you mean"),
-        (["--model", "hf", "--tasks", "no_such_task"], "Tasks not found: no_such_task"),
+        pytest.param(  # lm-eval indexes all of its own tasks to say so: seconds
+            ["--model", "hf", "--tasks", "no_such_task"], "Tasks not found: no_such_task", marks=pytest.mark.integration
+        ),
         (["--model", "hf", "--model_args", "pretrained=/no/such/model", "--tasks", "calbench_numeric_quick"],
          "pretrained=/no/such/model: no such file or folder"),
         (["--model", "hf", "--model_args", "pretrained=./gone,peft=x", "--tasks", "calbench_numeric_quick"],

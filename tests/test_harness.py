@@ -6,33 +6,18 @@ import math
 from pathlib import Path
 
 import pytest
-import yaml
 
 import calbench
 from calbench import runner
 from calbench.families import FAMILIES
+from tests.helpers import evaluate_local, integration_except, load_task_yaml, valid_rates
 
 TASK_FILES = sorted(p for p in calbench.tasks_path().glob("*.yaml") if not p.name.startswith("_"))
 TASKS = [p.stem for p in TASK_FILES]
 NUMERIC_TASKS = [t for t in TASKS if t.startswith("calbench_numeric")]
 SAMPLING_TASKS = [t for t in NUMERIC_TASKS if not t.endswith("_likelihood")]  # transfer tasks: test_transfer.py
-
-
-class _Loader(yaml.SafeLoader):
-    """Reads task YAML as data, keeping `!function` targets as strings."""
-
-
-_Loader.add_constructor("!function", lambda loader, node: f"!function {loader.construct_scalar(node)}")
-
-
-def _no_duplicate_keys(loader, node, deep=False):
-    keys = [loader.construct_object(k, deep=deep) for k, _ in node.value]
-    dupes = {k for k in keys if keys.count(k) > 1}
-    assert not dupes, f"duplicate keys {dupes} at {node.start_mark}"
-    return yaml.SafeLoader.construct_mapping(loader, node, deep)
-
-
-_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicate_keys)
+# The fast tier runs the quick task end to end; the integration tier runs every task.
+SAMPLING_RUNS = integration_except("calbench_numeric_quick", SAMPLING_TASKS)
 
 
 def _context(sample):
@@ -57,7 +42,7 @@ def test_task_files_are_flat_and_tagged():
         "calbench_retention",
     ]
     for path in calbench.tasks_path().glob("*.yaml"):
-        cfg = yaml.load(path.read_text(), Loader=_Loader)
+        cfg = load_task_yaml(path)
         if path.name.startswith("_"):
             assert "include" not in cfg, f"{path.name}: templates must not include further (one level only)"
             continue
@@ -82,6 +67,7 @@ def _walk(obj):
         yield obj
 
 
+@pytest.mark.integration
 def test_lm_eval_indexes_every_task():
     # lm-eval skips a YAML it cannot parse with only a DEBUG log: check each one is there,
     # alongside lm-eval's own tasks (the index a plain `lm_eval --include_path` builds).
@@ -117,23 +103,21 @@ def test_every_task_loads():
         assert task.config.repeats == (10 if name == "calbench_numeric_quick" else 1000)
 
 
-@pytest.mark.parametrize("task", SAMPLING_TASKS)
+@pytest.mark.parametrize("task", SAMPLING_RUNS)
 def test_task_runs_on_tiny_model(task, tiny_split, tmp_path):
-    results = runner.evaluate(
-        "hf",
-        [task],
-        model_args=f"pretrained={tiny_split},dtype=float32",
-        num_samples=2,
-        apply_chat_template=True,
-        output_path=tmp_path,
-        limit=3,
-        batch_size=16,
-        device="cpu",
+    results = evaluate_local(
+        "hf", [task], tiny_split, num_samples=2, apply_chat_template=True, output_path=tmp_path, limit=3, batch_size=16
     )
     r = results["results"][task]
-    assert 0.0 <= r["valid_rate,samples"] <= 1.0
-    assert isinstance(r["valid_rate_stderr,samples"], float)  # calbench's own standard error
     samples = results["samples"][task]
+    # The valid rate is what the parser makes of the logged responses, with calbench's own
+    # standard error (Agresti-Coull per prompt, in quadrature over prompts and families).
+    overall, families = valid_rates(samples)
+    assert r["valid_rate,samples"] == pytest.approx(overall.value, abs=1e-12)
+    assert r["valid_rate_stderr,samples"] == pytest.approx(overall.se, rel=1e-12) and overall.se > 0
+    for family, rate in families.items():
+        assert r[f"valid_rate/{family},samples"] == pytest.approx(rate.value, abs=1e-12), family
+        assert r[f"valid_rate/{family}_stderr,samples"] == pytest.approx(rate.se, rel=1e-12), family
     assert len(samples) == 3
     assert all(len(s["resps"][0]) == 2 for s in samples)  # every repeat kept
     assert _context(samples[0]).startswith("<|im_start|>user\nGenerate exactly ONE")
@@ -141,22 +125,13 @@ def test_task_runs_on_tiny_model(task, tiny_split, tmp_path):
 
 
 def test_base_model_without_template(tiny_merge, tmp_path):
-    results = runner.evaluate(
-        "hf",
-        ["calbench_numeric_quick"],
-        model_args=f"pretrained={tiny_merge},dtype=float32",
-        num_samples=3,
-        output_path=None,
-        limit=2,
-        batch_size=8,
-        device="cpu",
-    )
+    results = evaluate_local("hf", ["calbench_numeric_quick"], tiny_merge, num_samples=3, limit=2, batch_size=8)
     sample = results["samples"]["calbench_numeric_quick"][0]
     assert _context(sample).startswith("Generate exactly ONE random number")
     assert len(sample["resps"][0]) == 3
 
 
-@pytest.mark.parametrize("task", SAMPLING_TASKS)
+@pytest.mark.parametrize("task", SAMPLING_RUNS)
 def test_task_runs_on_oracle(task):
     results = runner.evaluate("calbench-oracle", [task], num_samples=5, output_path=None)
     r = results["results"][task]
@@ -177,6 +152,7 @@ def _z(r, key):
     return r[f"{key},samples"] / r[f"{key}_stderr,samples"]
 
 
+@pytest.mark.integration
 def test_oracle_is_calibrated_end_to_end(reference_runs):
     # Prompts rendered, read back, answered, parsed and scored: an exact sampler's excess
     # W1 is zero up to noise on every family. The standard errors are conservative
@@ -189,6 +165,7 @@ def test_oracle_is_calibrated_end_to_end(reference_runs):
     assert r["gof_pass_rate,samples"] >= 0.8
 
 
+@pytest.mark.integration
 def test_collapsed_sampler_is_far_worse(reference_runs):
     oracle, collapsed = reference_runs["calbench-oracle"], reference_runs["calbench-collapsed"]
     for family in FAMILIES:
@@ -218,6 +195,7 @@ def test_doc_fields_are_strings():
         numeric_docs(calbench_split="train")
 
 
+@pytest.mark.integration
 def test_results_are_json_numbers(reference_runs):
     r = reference_runs["calbench-collapsed"]
     for key, value in r.items():

@@ -116,8 +116,34 @@ def test_record_contents(records):
     assert set(unseen["families"]) == {f for f, fam in FAMILIES.items() if not fam.heldout}
     assert len(unseen["samples"]) == 24 and all(len(p["values"]) == 20 for p in unseen["samples"])
     cs_oracle, cs_collapsed = (score.calibration_score(r) for r in records)
-    assert cs_oracle.value > 90 and cs_oracle.se >= 0
+    assert cs_oracle.value > 90
     assert cs_collapsed.value < cs_oracle.value - 20
+    for record, cs in zip(records, (cs_oracle, cs_collapsed), strict=True):
+        expected = _calibration_score_by_hand(record)
+        assert cs.value == pytest.approx(expected.value, rel=1e-12)
+        assert cs.se == pytest.approx(expected.se, rel=1e-12)
+        assert cs.se > 0  # 20 samples per prompt: every valid rate and W1 has a positive standard error
+
+
+def _calibration_score_by_hand(record):
+    """CS and its standard error from the record's stored family pairs, by the formula in
+    calbench.leaderboard.score's docstring: s_f = v min(1, (floor + z95 se(w1)) / w1), the
+    delta method per family, then 100 x the mean over the 30 families, errors in quadrature."""
+    parts = []
+    for family, fam in FAMILIES.items():
+        task = record["tasks"][score.SAMPLING_TASKS["heldout" if fam.heldout else "unseen"]]
+        (v, v_se), (w1, w1_se), (excess, _) = (task["families"][family][m] for m in ("valid_rate", "w1", "excess_w1"))
+        if not v or w1 is None:  # no valid sample
+            parts.append((0.0, 0.0))
+            continue
+        attainable = max(w1 - excess, 0.0) + Z95 * w1_se
+        if w1 <= attainable:  # within noise of exact draws: the valid rate alone
+            parts.append((v, v_se))
+        else:
+            parts.append((v * attainable / w1, math.hypot(attainable / w1 * v_se, v * attainable / w1**2 * w1_se)))
+    return Estimate(
+        100 * sum(p for p, _ in parts) / len(parts), 100 * math.sqrt(sum(se**2 for _, se in parts)) / len(parts)
+    )
 
 
 def test_limited_run_is_refused(tmp_path):
@@ -163,6 +189,7 @@ def test_splice_readme_needs_markers():
         render.splice_readme("no markers", "T")
 
 
+@pytest.mark.integration
 def test_plots_are_written_and_open(records, tmp_path):
     import matplotlib.image
 

@@ -5,10 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from scipy import stats
-from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from calbench import runner
 from calbench.answer_tokens import answer_tokens, terminator
 from calbench.families import FAMILIES, make_target
 from calbench.likelihood_metrics import TokenLogprobs
@@ -16,17 +13,26 @@ from calbench.prompt import encode, prompt_text, render
 from calbench.space import canonical_space
 from calbench.tree_attention import score_trie
 from calbench.trie import build_trie
+from tests.helpers import evaluate_local, integration_except, load_model, load_tokenizer, pooled_chisquare
 
 TASKS = ["calbench_numeric_unseen_likelihood", "calbench_numeric_heldout_likelihood"]
+# The fast tier runs the 6 held-out families; the integration tier the 24 unseen ones too.
+RUNS = integration_except("calbench_numeric_heldout_likelihood", TASKS)
+PICK_A_TOKEN = "<|im_start|>user\nPick a token<|im_end|>\n<|im_start|>assistant\n"
 
 
 def run(model, task, path=None, **kwargs):
-    args = f"pretrained={path},dtype=float32" if path else ""
-    return runner.evaluate(model, [task], model_args=args, output_path=None, device="cpu", **kwargs)
+    return evaluate_local(model, [task], path, **kwargs)
+
+
+def calbench_hf(path):
+    from calbench.hf_backend import CalbenchHFLM
+
+    return CalbenchHFLM(pretrained=str(path), dtype="float32", device="cpu")
 
 
 @pytest.mark.parametrize("model", ["tiny_split", "tiny_merge"])
-@pytest.mark.parametrize("task", TASKS)
+@pytest.mark.parametrize("task", RUNS)
 def test_calbench_hf_gives_stock_hf_numbers(model, task, request):
     path = request.getfixturevalue(model)
     chat = model == "tiny_split"  # tiny_merge is a base model: no template, a newline delimiter
@@ -52,8 +58,7 @@ def test_likelihood_conditions_on_the_sampling_prompt(tiny_split):
     fast = run("calbench-hf", task, tiny_split, apply_chat_template=True, limit=1)
     sample = fast["samples"][task][0]
     lls = [r[0][0] for r in sample["resps"]]
-    tok = AutoTokenizer.from_pretrained(tiny_split)
-    model = AutoModelForCausalLM.from_pretrained(tiny_split, dtype=torch.float32).eval()
+    tok, model = load_tokenizer(tiny_split), load_model(tiny_split)
     target = make_target("bernoulli", {"p": 0.1})
     space = canonical_space(target)
     rendered = render(tok, prompt_text(target))
@@ -66,7 +71,7 @@ def test_likelihood_conditions_on_the_sampling_prompt(tiny_split):
     assert isinstance(raw, TokenLogprobs) and raw.token_ids[-1] == end
 
 
-@pytest.mark.parametrize("task", TASKS)
+@pytest.mark.parametrize("task", RUNS)
 def test_oracle_is_exact(task):
     r = run("calbench-oracle", task)["results"][task]
     families = [f for f in FAMILIES if f"seq_kl/{f},none" in r]
@@ -100,10 +105,7 @@ def test_calbench_hf_samples_from_the_model(tiny_split):
     # repeats follows the model's own next-token probabilities (chi-square).
     from lm_eval.api.instance import Instance
 
-    from calbench.hf_backend import CalbenchHFLM
-
-    lm = CalbenchHFLM(pretrained=str(tiny_split), dtype="float32", device="cpu")
-    context = "<|im_start|>user\nPick a token<|im_end|>\n<|im_start|>assistant\n"
+    lm, context = calbench_hf(tiny_split), PICK_A_TOKEN
     kwargs = {"until": [], "do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_gen_toks": 1}
     torch.manual_seed(0)
     requests = [Instance("generate_until", {}, (context, kwargs), 0) for _ in range(3000)]
@@ -117,10 +119,7 @@ def test_calbench_hf_samples_from_the_model(tiny_split):
     keys = sorted(by_text, key=by_text.get, reverse=True)
     expected = np.array([by_text[k] for k in keys]) * len(texts)
     observed = np.array([sum(t == k for t in texts) for k in keys], dtype=float)
-    big = expected >= 5  # pool the rare tokens into one cell
-    obs = np.append(observed[big], observed[~big].sum())
-    exp = np.append(expected[big], expected[~big].sum())
-    assert stats.chisquare(obs, exp).pvalue > 1e-4
+    assert pooled_chisquare(observed, expected).pvalue > 1e-4  # the rare tokens pooled into one cell
 
 
 @torch.no_grad()
@@ -129,10 +128,7 @@ def test_calbench_hf_other_settings_use_hf_generate(tiny_split):
     # so every first token is one of the model's 3 most likely.
     from lm_eval.api.instance import Instance
 
-    from calbench.hf_backend import CalbenchHFLM
-
-    lm = CalbenchHFLM(pretrained=str(tiny_split), dtype="float32", device="cpu")
-    context = "<|im_start|>user\nPick a token<|im_end|>\n<|im_start|>assistant\n"
+    lm, context = calbench_hf(tiny_split), PICK_A_TOKEN
     kwargs = {"until": [], "do_sample": True, "temperature": 1.0, "top_k": 3, "max_gen_toks": 1}
     texts = lm.generate_until([Instance("generate_until", {}, (context, kwargs), 0) for _ in range(200)], True)
     logits = lm.model(torch.tensor([lm.tok_encode(context)])).logits[0, -1]
@@ -144,9 +140,7 @@ def test_calbench_hf_other_settings_use_hf_generate(tiny_split):
 def test_shared_prefix_sampling_keeps_the_joint_law(tiny_split):
     # Prefix sharing splits counts multinomially: the second token, given the most common
     # first one, must still follow the model's conditional distribution.
-    from calbench.hf_backend import CalbenchHFLM
-
-    lm = CalbenchHFLM(pretrained=str(tiny_split), dtype="float32", device="cpu")
+    lm = calbench_hf(tiny_split)
     prompt = torch.tensor([lm.tok_encode("<|im_start|>user\nPick two<|im_end|>\n<|im_start|>assistant\n")])
     torch.manual_seed(1)
     samples = lm._sample(prompt, 20000, 2, temperature=0.25)  # sharper than the near-uniform tiny model
@@ -157,8 +151,6 @@ def test_shared_prefix_sampling_keeps_the_joint_law(tiny_split):
     probs = torch.softmax(logits / 0.25, -1).numpy()
     expected = probs * len(seconds)
     observed = np.bincount(seconds, minlength=probs.size).astype(float)
-    big = expected >= 5
-    obs = np.append(observed[big], observed[~big].sum())
-    exp = np.append(expected[big], expected[~big].sum())
-    assert len(seconds) > 200 and obs.size > 3 and stats.chisquare(obs, exp).pvalue > 1e-4
+    test = pooled_chisquare(observed, expected)
+    assert len(seconds) > 200 and test.cells > 3 and test.pvalue > 1e-4
     assert len(samples) == 20000

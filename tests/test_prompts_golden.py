@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from calbench.harness import numeric_docs
+from tests.helpers import load_task_yaml
 
 TASKS = Path(__file__).resolve().parents[1] / "tasks"
 
@@ -72,16 +72,8 @@ GOLDEN = {
 }
 
 
-class _TaskLoader(yaml.SafeLoader):
-    """SafeLoader that reads lm-eval's ``!function`` tags as plain strings instead of failing."""
-
-
-_TaskLoader.add_constructor("!function", lambda loader, node: loader.construct_scalar(node))
-
-
 def load_task(name: str) -> dict[str, Any]:
-    with open(TASKS / name) as f:
-        return yaml.load(f, Loader=_TaskLoader)  # a SafeLoader subclass: nothing is executed
+    return load_task_yaml(TASKS / name)
 
 
 def prompts_sha256(split: str, points: str) -> str:

@@ -1,9 +1,16 @@
-"""Lint, format and type checks run with the tests, so CI keeps them clean."""
+"""Lint, format and type checks run with the integration tests, so CI keeps them clean.
+
+They run the tools of the Python running the tests (``python -m ruff``, ``python -m mypy``).
+Under CI (``CI`` set, as CI services do) a missing tool fails the check: CI must never pass
+because nothing was checked. Elsewhere it is skipped, with the command that installs it.
+"""
 
 from __future__ import annotations
 
-import shutil
+import importlib.util
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,19 +19,51 @@ ROOT = Path(__file__).resolve().parent.parent
 CHECKS = {
     "ruff-lint": ["ruff", "check", "calbench", "training", "tests", "benchmarks"],
     "ruff-format": ["ruff", "format", "--check", "calbench", "training", "tests", "benchmarks"],
-    "mypy": ["mypy"],
+    "mypy": ["mypy"],  # what it checks, and how: pyproject.toml [tool.mypy]
 }
 
 
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def require(tool: str, check: str) -> None:
+    """Fail (under CI) or skip (elsewhere) when ``tool`` is not installed."""
+    if importlib.util.find_spec(tool) is not None:
+        return
+    message = f"{tool} is not installed in {sys.executable}: pip install -e '.[dev]'"
+    if in_ci():
+        pytest.fail(f"CI={os.environ['CI']}: the {check} check must run, not skip; {message}")
+    pytest.skip(message)
+
+
+@pytest.mark.integration
 @pytest.mark.parametrize("name", CHECKS)
-def test_clean(name):
-    cmd = CHECKS[name]
-    if shutil.which(cmd[0]) is None:
-        pytest.skip(f"{cmd[0]} is not installed (pip install -e '.[dev]')")
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+def test_clean(name: str) -> None:
+    tool, *args = CHECKS[name]
+    require(tool, name)
+    done = subprocess.run([sys.executable, "-m", tool, *args], cwd=ROOT, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
 
-def test_ci_runs_the_readme_test_command():
+def test_a_missing_tool_fails_under_ci_and_is_skipped_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    for value in ("true", "1"):
+        monkeypatch.setenv("CI", value)
+        with pytest.raises(pytest.fail.Exception, match=r"mypy check must run, not skip; .*pip install -e '\.\[dev\]'"):
+            require("mypy", "mypy")
+    for value in ("", "false"):
+        monkeypatch.setenv("CI", value)
+        with pytest.raises(pytest.skip.Exception, match=r"mypy is not installed .*pip install -e '\.\[dev\]'"):
+            require("mypy", "mypy")
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception):
+        require("mypy", "mypy")
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    # The same whole line (a substring would let "... && pytest" pass against "... && pytest -m ''"),
+    # and it runs every tier: plain `pytest` is only the fast one (pyproject.toml addopts).
     command = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
-    assert command in (ROOT / "README.md").read_text()
+    assert command in (ROOT / "README.md").read_text().splitlines()
+    assert command.endswith('pytest -m ""')

@@ -12,6 +12,8 @@ import subprocess
 import pytest
 
 from calbench import model_catalogue, tasks_path
+from calbench.families import FAMILIES
+from tests.helpers import in_context_tokens, load_tokenizer, read_samples_log, valid_rates
 
 pytestmark = pytest.mark.slow
 
@@ -22,11 +24,11 @@ def smollm2():
 
 
 def test_converted_folder_is_a_plain_model(smollm2):
-    from transformers import AutoConfig, AutoTokenizer
+    from transformers import AutoConfig
 
     config = AutoConfig.from_pretrained(smollm2)
     assert config.model_type == "llama" and "quantization_config" not in config.to_dict()
-    tok = AutoTokenizer.from_pretrained(smollm2)
+    tok = load_tokenizer(smollm2)
     assert tok.eos_token == "<|im_end|>" and tok.chat_template
     assert tok.convert_ids_to_tokens(tok("12345", add_special_tokens=False)["input_ids"]) == list("12345")
 
@@ -35,20 +37,16 @@ def test_converted_folder_is_a_plain_model(smollm2):
 def test_answer_tokens_match_in_context_tokenization(smollm2, chat):
     # Answers are tokenized in one call, apart from the prompt: every one must equal
     # the answer slice of the whole prompt + answer.
-    from transformers import AutoTokenizer
-
     from calbench.answer_tokens import answer_tokens
     from calbench.families import make_target
     from calbench.prompt import prompt_text, render
     from calbench.space import canonical_space
 
-    tok = AutoTokenizer.from_pretrained(smollm2)
+    tok = load_tokenizer(smollm2)
     for target in (make_target("gaussian", {"mu": -0.5, "sigma": 2}), make_target("poisson", {"lambda": 300})):
         rendered = render(tok, prompt_text(target)) if chat else prompt_text(target) + "\n"
         answers = list(canonical_space(target, 5, 600).strings)
-        got = answer_tokens(tok, rendered, answers, None)
-        whole = tok(rendered, add_special_tokens=False)["input_ids"]
-        assert got == [tok(rendered + a, add_special_tokens=False)["input_ids"][len(whole) :] for a in answers]
+        assert answer_tokens(tok, rendered, answers, None) == in_context_tokens(tok, rendered, answers)
 
 
 def test_plain_lm_eval_reports_overall_and_per_family(smollm2, tmp_path):
@@ -57,15 +55,28 @@ def test_plain_lm_eval_reports_overall_and_per_family(smollm2, tmp_path):
         "lm_eval", "--model", "hf", "--model_args", f"pretrained={smollm2},dtype=float32",
         "--include_path", str(tasks_path()), "--tasks", "calbench_numeric_unseen", "--apply_chat_template",
         "--metadata", json.dumps({"num_samples": 2}), "--batch_size", "48", "--device", "cpu",
-        "--output_path", str(tmp_path),
+        "--output_path", str(tmp_path), "--log_samples",
     ]  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     for metric in ("w1", "w1_iqr", "excess_w1", "valid_rate"):
         assert f"|{metric}" in done.stdout.replace(" ", "")
         assert f"|{metric}/gaussian" in done.stdout.replace(" ", "")
-    results = json.loads(next(tmp_path.rglob("results_*.json")).read_text())["results"]["calbench_numeric_unseen"]
-    assert 0 <= results["valid_rate,samples"] <= 1
+    task = "calbench_numeric_unseen"
+    results = json.loads(next(tmp_path.rglob("results_*.json")).read_text())["results"][task]
+    samples = read_samples_log(next(tmp_path.rglob(f"samples_{task}_*.jsonl")))
+    assert len(samples) == 24 and all(len(s["resps"][0]) == 2 for s in samples)
+    # Every training family reports its metrics, and the valid rate is exactly what the
+    # parser makes of the logged responses, with its propagated standard error.
+    overall, families = valid_rates(samples)
+    assert set(families) == {f for f, fam in FAMILIES.items() if not fam.heldout}
+    assert results["valid_rate,samples"] == pytest.approx(overall.value, abs=1e-12)
+    assert results["valid_rate_stderr,samples"] == pytest.approx(overall.se, rel=1e-12) and overall.se > 0
+    for family, rate in families.items():
+        for metric in ("w1", "w1_iqr", "excess_w1", "excess_w1_iqr", "valid_rate"):
+            assert f"{metric}/{family},samples" in results and f"{metric}/{family}_stderr,samples" in results
+        assert results[f"valid_rate/{family},samples"] == pytest.approx(rate.value, abs=1e-12), family
+        assert results[f"valid_rate/{family}_stderr,samples"] == pytest.approx(rate.se, rel=1e-12), family
 
 
 def test_demo(smollm2, tmp_path, capsys):

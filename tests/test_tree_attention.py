@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import torch
 from scipy import stats
-from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from calbench import likelihood_metrics
 from calbench.answer_tokens import answer_tokens, terminator
@@ -17,14 +16,14 @@ from calbench.prompt import encode, prompt_text, render
 from calbench.space import canonical_space
 from calbench.tree_attention import score_trie
 from calbench.trie import build_trie
+from tests.helpers import load_model, load_tokenizer
 
 
 @pytest.fixture(scope="module", params=["tiny_split", "tiny_merge"])
 def setup(request):
     """A model, its prompt ids, a canonical space and its trie (200 strings, 2 decimals)."""
     path = request.getfixturevalue(request.param)
-    tok = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    tok, model = load_tokenizer(path), load_model(path)
     target = make_target("skellam", {"mu1": 3, "mu2": 5}) if request.param == "tiny_merge" else None
     target = target or make_target("gaussian", {"mu": 3.5, "sigma": 3})
     space = canonical_space(target, 2, 200)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from transformers import AutoTokenizer
 
 from calbench.answer_tokens import answer_tokens, terminator
 from calbench.families import make_target
@@ -12,6 +11,7 @@ from calbench.prompt import prompt_text, render
 from calbench.space import canonical_space
 from calbench.tiny import CHATML
 from calbench.trie import build_trie
+from tests.helpers import in_context_tokens, load_tokenizer
 
 SEQS = [[5, 1, 9], [5, 1, 8], [5, 2, 9], [7, 9]]
 MASS = np.array([0.1, 0.2, 0.3, 0.4])
@@ -63,42 +63,34 @@ def test_large_space_builds():
 
 @pytest.mark.parametrize("model", ["tiny_split", "tiny_merge"])
 def test_answer_tokens_match_whole_prompt_tokenization(model, request):
-    tok = AutoTokenizer.from_pretrained(request.getfixturevalue(model))
+    tok = load_tokenizer(request.getfixturevalue(model))
     target = make_target("gaussian", {"mu": 3.5, "sigma": 3})
     rendered = render(tok, prompt_text(target))
     answers = list(canonical_space(target, 5, 300).strings)
     end = terminator(tok, chat=bool(tok.chat_template))
     got = answer_tokens(tok, rendered, answers, end)
-    whole = tok(rendered, add_special_tokens=False)["input_ids"]
-    for answer, ids in zip(answers, got, strict=True):
-        joint = tok(rendered + answer, add_special_tokens=False)["input_ids"]
-        assert joint[: len(whole)] == whole
-        assert ids == [*joint[len(whole) :], end]
+    assert got == [[*ids, end] for ids in in_context_tokens(tok, rendered, answers)]
 
 
 @pytest.mark.parametrize("model", ["tiny_split", "tiny_merge"])
 def test_answer_tokens_for_a_base_prompt_and_a_negative_integer_space(model, request):
-    tok = AutoTokenizer.from_pretrained(request.getfixturevalue(model))
+    tok = load_tokenizer(request.getfixturevalue(model))
     target = make_target("gaussian", {"mu": -20, "sigma": 9})
     rendered = prompt_text(target) + "\n"  # base models: the prompt, then a line break
     answers = list(canonical_space(target, 0, 400).strings)
-    got = answer_tokens(tok, rendered, answers, None)
-    whole = tok(rendered, add_special_tokens=False)["input_ids"]
-    assert got == [tok(rendered + a, add_special_tokens=False)["input_ids"][len(whole) :] for a in answers]
+    assert answer_tokens(tok, rendered, answers, None) == in_context_tokens(tok, rendered, answers)
 
 
 def test_answer_tokens_cache_stays_exact_when_full(tiny_split, monkeypatch):
     import calbench.answer_tokens as trie_module
 
     monkeypatch.setattr(trie_module, "_ALONE_MAX", 250)
-    tok = AutoTokenizer.from_pretrained(tiny_split)
+    tok = load_tokenizer(tiny_split)
     for mu, bins in ((0, 200), (1, 200), (0, 120)):  # overlapping spaces; the cache overflows and is cleared
         target = make_target("gaussian", {"mu": mu, "sigma": 2})
         rendered = render(tok, prompt_text(target))
         answers = list(canonical_space(target, 2, bins).strings)
-        whole = tok(rendered, add_special_tokens=False)["input_ids"]
-        expected = [tok(rendered + a, add_special_tokens=False)["input_ids"][len(whole) :] for a in answers]
-        assert answer_tokens(tok, rendered, answers, None) == expected
+        assert answer_tokens(tok, rendered, answers, None) == in_context_tokens(tok, rendered, answers)
         assert len(trie_module._ALONE[tok]) <= 250
 
 
@@ -134,15 +126,14 @@ def test_answer_tokens_from_bpe_words(added):
     ):
         rendered = prompt_text(target) + "\n<|end|>"
         answers = list(canonical_space(target, decimals, 500).strings)
-        whole = tok(rendered, add_special_tokens=False)["input_ids"]
-        expected = [tok(rendered + a, add_special_tokens=False)["input_ids"][len(whole) :] for a in answers]
+        expected = in_context_tokens(tok, rendered, answers)
         assert answer_tokens(tok, rendered, answers, None) == expected
         if not added:
             assert trie_module._by_pieces(tok, answers) == expected
 
 
 def test_answer_tokens_refuse_a_prompt_that_merges_with_the_answer(tiny_merge):
-    tok = AutoTokenizer.from_pretrained(tiny_merge)
+    tok = load_tokenizer(tiny_merge)
     with pytest.raises(ValueError, match="not a token boundary"):
         answer_tokens(tok, "Pick a number: 12", ["3", "34", "5"], None)
 
@@ -151,21 +142,20 @@ def test_answer_tokens_fall_back_to_whole_prompt_tokenization(tiny_merge, monkey
     # If the one-call tokenization disagrees with the probes, every answer is tokenized in context.
     import calbench.answer_tokens as trie_module
 
-    tok = AutoTokenizer.from_pretrained(tiny_merge)
+    tok = load_tokenizer(tiny_merge)
     target = make_target("poisson", {"lambda": 40})
     rendered = render(tok, prompt_text(target))
     answers = list(canonical_space(target).strings)
     monkeypatch.setattr(trie_module, "_joined", lambda tokenizer, prefix, texts: [[0] for _ in texts])
     got = answer_tokens(tok, rendered, answers, None)
-    whole = tok(rendered, add_special_tokens=False)["input_ids"]
-    assert got == [tok(rendered + a, add_special_tokens=False)["input_ids"][len(whole) :] for a in answers]
+    assert got == in_context_tokens(tok, rendered, answers)
     assert got[0] != [0]
 
 
 def test_terminator_is_the_templates_end_of_turn(tiny_split, tiny_merge):
-    chat = AutoTokenizer.from_pretrained(tiny_split)
+    chat = load_tokenizer(tiny_split)
     assert chat.convert_ids_to_tokens(terminator(chat, chat=True)) == "<|im_end|>"
-    base = AutoTokenizer.from_pretrained(tiny_merge)
+    base = load_tokenizer(tiny_merge)
     assert terminator(base, chat=False) == base.eos_token_id
     # Gemma-style: EOS is <|endoftext|> but turns end with another special token.
     chat.eos_token = "<|endoftext|>"
