@@ -1,0 +1,211 @@
+"""Scale-free sampling metrics from the probability integral transform (PIT), as pure functions.
+
+If x is an exact draw from a continuous law F, u = F(x) is Uniform(0, 1), whatever the
+family: so distances between the u's and the uniform law compare across families and are
+never ruled by one wild answer (a valid 1e13 from an unbounded law is a u near 1, no more).
+For an integer law calbench uses the *non-randomized* PIT (Czado, Gneiting and Held 2009,
+Biometrics 65): a sample x contributes the uniform law on [F(x - 1), F(x)] instead of one
+point, so exact samples give exactly uniform PIT values in expectation and nothing depends on
+a random draw. Every sample is then an interval [a_i, b_i] (a_i = b_i for continuous laws),
+and the PIT distribution function of n samples is
+
+    G(u) = (1/n) Σ_i min(1, max(0, (u - a_i) / (b_i - a_i)))      (a step at a_i when a_i = b_i)
+
+* ``pit_w1`` = ∫_0^1 |G(u) - u| du, the Wasserstein-1 distance between the PIT values and
+  Uniform(0, 1): 0 for a perfectly uniform G, at most 1/2 (every u at 0 or at 1);
+* ``pit_ks`` = sup_u |G(u) - u|, the Kolmogorov-Smirnov statistic of the PIT values (for a
+  continuous law, scipy.stats.kstest's statistic of the samples).
+
+Both are computed exactly: G is linear between the interval ends (with steps at degenerate
+ones), so each piece's integral and extremes have closed forms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+from scipy import stats
+
+from calbench.families import Target
+from calbench.stats import seed_for
+
+
+def pit_intervals(values: np.ndarray, target: Target) -> tuple[np.ndarray, np.ndarray]:
+    """[a_i, b_i] of each valid sample: [F(x), F(x)] for continuous laws, [F(x - 1), F(x)] for integer ones."""
+    x = np.asarray(values, dtype=float)
+    law = target.law
+    if not target.integer:
+        u = np.clip(law.cdf(x), 0.0, 1.0)
+        return u, u
+    k = np.rint(x)
+    return np.clip(law.cdf(k - 1), 0.0, 1.0), np.clip(law.cdf(k), 0.0, 1.0)
+
+
+def _knot_values(a: np.ndarray, b: np.ndarray, weight: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """G's left limit and value at knots ``t`` for intervals [a, b] with weights summing to 1 (last axis)."""
+    spread = b > a
+    width = np.where(spread, b - a, 1.0)
+    ramp = np.clip((t[..., :, None] - a[..., None, :]) / width[..., None, :], 0.0, 1.0)
+    ramp = np.where(spread[..., None, :], ramp, 0.0)
+    left = ((ramp + (~spread[..., None, :] & (t[..., :, None] > b[..., None, :]))) * weight[..., None, :]).sum(-1)
+    right = ((ramp + (~spread[..., None, :] & (t[..., :, None] >= b[..., None, :]))) * weight[..., None, :]).sum(-1)
+    return left, right
+
+
+def _abs_integral(h0: np.ndarray, h1: np.ndarray, width: np.ndarray) -> np.ndarray:
+    """∫ |h| over intervals of ``width`` on which h is linear from h0 to h1."""
+    same_sign = h0 * h1 >= 0
+    both = np.abs(h0) + np.abs(h1)
+    crossing = np.where(both > 0, (h0 * h0 + h1 * h1) / np.where(both > 0, both, 1.0), 0.0)
+    return width / 2 * np.where(same_sign, both, crossing)
+
+
+def _distinct(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct intervals and their shares (integer samples repeat: few distinct intervals)."""
+    pairs, counts = np.unique(np.stack([a, b], axis=1), axis=0, return_counts=True)
+    return pairs[:, 0], pairs[:, 1], counts / a.size
+
+
+def pit_w1_ks(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+    """(``pit_w1``, ``pit_ks``) of one prompt's PIT intervals (module docstring); NaNs without samples."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.size == 0:
+        return float("nan"), float("nan")
+    if np.array_equal(a, b):  # continuous: G is the empirical CDF of the u's
+        w1, ks = _uniform_distances(np.sort(a)[None, :])
+        return float(w1[0]), float(ks[0])
+    a, b, weight = _distinct(a, b)
+    t = np.unique(np.concatenate([[0.0, 1.0], a, b]))
+    left, right = _knot_values(a, b, weight, t)
+    w1 = np.sum(_abs_integral(right[:-1] - t[:-1], left[1:] - t[1:], np.diff(t)))
+    ks = max(np.max(np.abs(left - t)), np.max(np.abs(right - t)))
+    return float(w1), float(ks)
+
+
+def pit_w1(a: np.ndarray, b: np.ndarray) -> float:
+    """∫_0^1 |G(u) - u| du (module docstring); NaN without samples."""
+    return pit_w1_ks(a, b)[0]
+
+
+def pit_ks(a: np.ndarray, b: np.ndarray) -> float:
+    """sup_u |G(u) - u| (module docstring); NaN without samples."""
+    return pit_w1_ks(a, b)[1]
+
+
+def _uniform_distances(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(pit_w1, pit_ks) of sorted point PIT values, one row per set: G is a step function.
+
+    ∫ |G - u| = Σ_k ∫_{u_(k)}^{u_(k+1)} |k/n - t| dt with u_(0) = 0, u_(n+1) = 1.
+    """
+    n = u.shape[-1]
+    cap = (*u.shape[:-1], 1)
+    edges = np.concatenate([np.zeros(cap), u, np.ones(cap)], axis=-1)
+    lo, hi = edges[..., :-1], edges[..., 1:]
+    c = np.arange(n + 1) / n  # G on (u_(k), u_(k+1))
+    inside = np.clip(c, lo, hi)
+    # ∫_lo^hi |c - t| dt = ((c' - lo)^2 + (hi - c')^2) / 2 + |c - c'| (hi - lo), c' = c clipped into [lo, hi]
+    w1 = (((inside - lo) ** 2 + (hi - inside) ** 2) / 2 + np.abs(c - inside) * (hi - lo)).sum(-1)
+    i = np.arange(1, n + 1) / n
+    ks = np.maximum(np.max(i - u, axis=-1), np.max(u - (i - 1 / n), axis=-1))
+    return w1, ks
+
+
+def exact_pit_intervals(target: Target, n: int, reps: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(reps, n) PIT intervals of exact draws from the law (for floors and calibrated tests)."""
+    draws = target.law.rvs(size=(reps, n), random_state=rng)
+    a, b = pit_intervals(draws.reshape(-1), target)
+    return a.reshape(reps, n), b.reshape(reps, n)
+
+
+PIT_FLOOR_REPS = 4000  # exact-sampler replicates behind a PIT floor (its Monte-Carlo SE: se below)
+KS_REPS = 100_000  # replicates behind a calibrated discrete KS p-value (resolution 1e-5)
+KS_N = 100  # KS@N: the first N valid samples of a prompt are tested
+KS_THRESHOLD = 1e-4  # a prompt passes KS@N when its p-value exceeds this
+
+
+@dataclass(frozen=True)
+class PitFloor:
+    """What n exact draws score in ``pit_w1``: the median (the floor), a robust spread of the
+    exact sampler's ``pit_w1`` ((q84 - q16) / 2) and the Monte-Carlo SE of the median."""
+
+    median: float
+    spread: float
+    se: float
+
+
+def _exact_pit_w1(target: Target, n: int, reps: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if not target.integer:  # the PIT of exact continuous draws is Uniform(0, 1) whatever the law
+        return _uniform_distances(np.sort(rng.random((reps, n)), axis=1))[0]
+    a, b = exact_pit_intervals(target, n, reps, rng)
+    return np.array([pit_w1_ks(a[r], b[r])[0] for r in range(reps)])
+
+
+@lru_cache(maxsize=4096)
+def pit_floor(target: Target, n: int, reps: int = PIT_FLOOR_REPS) -> PitFloor:
+    """The ``pit_w1`` that n exact draws typically score (seeded from the law and n: reproducible).
+
+    For continuous laws it depends on n alone (the PIT values are uniform), for integer laws
+    on the law too (the non-randomized PIT of a lattice).
+    """
+    if n <= 0:
+        return PitFloor(float("nan"), float("nan"), float("nan"))
+    key = "continuous" if not target.integer else target.key
+    per_rep = _exact_pit_w1(target, n, reps, seed_for("pit floor", key, n, reps))
+    q16, q50, q84 = np.quantile(per_rep, [0.16, 0.5, 0.84])
+    spread = float(q84 - q16) / 2
+    return PitFloor(float(q50), spread, float(np.sqrt(np.pi / 2) * spread / np.sqrt(reps)))
+
+
+@lru_cache(maxsize=1024)
+def _discrete_ks_null(target: Target, n: int, reps: int) -> np.ndarray:
+    """Sorted KS statistics of ``reps`` sets of n exact draws from an integer law (fixed seed)."""
+    rng = np.random.default_rng(seed_for("ks null", target.key, n, reps))
+    draws = np.rint(target.law.rvs(size=(reps, n), random_state=rng)).astype(np.int64)
+    lo, hi = int(draws.min()), int(draws.max())
+    support = np.arange(lo, hi + 1)
+    cdf = target.law.cdf(support)
+    below = target.law.cdf(lo - 1)
+    counts = np.zeros((reps, support.size), dtype=np.int64)
+    np.add.at(counts, (np.repeat(np.arange(reps), n), (draws - lo).reshape(-1)), 1)
+    empirical = np.cumsum(counts, axis=1) / n
+    # sup_u |G - u| is attained at the knots F(v): max_v |F_n(v) - F(v)|, and at F(lo - 1) (G = 0 there).
+    stats_ = np.maximum(np.max(np.abs(empirical - cdf), axis=1), below)
+    return np.sort(stats_)
+
+
+def ks_pvalue(values: np.ndarray, target: Target, reps: int = KS_REPS) -> float:
+    """p-value of the KS test of the samples against the law.
+
+    Continuous laws: scipy's one-sample KS test. Integer laws: the KS statistic of the
+    non-randomized PIT (max_v |F_n(v) - F(v)|) against its distribution under exact draws
+    at the same n, simulated (``reps`` replicates, fixed seed), ties broken at random:
+    p = (#{null > D} + U (1 + #{null = D})) / (1 + reps), so exact samplers are rejected at
+    the nominal rate.
+    """
+    x = np.asarray(values, dtype=float)
+    if x.size == 0:
+        return float("nan")
+    if not target.integer:
+        return float(stats.kstest(x, target.law.cdf).pvalue)
+    d = pit_w1_ks(*pit_intervals(x, target))[1]
+    null = _discrete_ks_null(target, x.size, reps)
+    tie = 1e-12  # statistics equal up to rounding
+    above = null.size - np.searchsorted(null, d + tie, side="right")
+    equal = null.size - above - np.searchsorted(null, d - tie, side="left")
+    # A discrete statistic ties often (Bernoulli: D = |k/n - p|): ties are broken at random, with a
+    # seed drawn from the samples themselves, so the p-value is uniform under exact draws and the
+    # same samples always get the same p-value.
+    tie_break = np.random.default_rng(seed_for("ks tie", target.key, np.sort(x).tobytes().hex())).random()
+    return float((above + tie_break * (equal + 1)) / (1 + null.size))
+
+
+def ks_at_n(values: np.ndarray, target: Target, n: int = KS_N, threshold: float = KS_THRESHOLD) -> bool:
+    """KS@N: whether the first ``n`` valid samples pass the KS test at p > ``threshold``;
+    a prompt with fewer than ``n`` valid samples fails."""
+    x = np.asarray(values, dtype=float)
+    if x.size < n:
+        return False
+    return ks_pvalue(x[:n], target) > threshold

@@ -1,0 +1,101 @@
+"""PIT metrics: against scipy on continuous laws, by hand on a 3-point law, uniform for exact
+integer samples, and calibrated KS tests (exact samplers rejected at the nominal rate)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from calbench.families import make_target
+from calbench.pit import ks_at_n, ks_pvalue, pit_floor, pit_intervals, pit_w1_ks
+
+CONTINUOUS = [
+    make_target("gaussian", {"mu": 3.5, "sigma": 3}),
+    make_target("cauchy", {"x0": 3.5, "gamma": 3}),
+    make_target("exponential", {"lambda": 7}),
+    make_target("beta", {"alpha": 7, "beta": 7}),
+]
+GRID = (np.arange(400_000) + 0.5) / 400_000  # Uniform(0, 1) for scipy's empirical W1
+
+
+@pytest.mark.parametrize("n", [1, 7, 200])
+@pytest.mark.parametrize("target", CONTINUOUS, ids=lambda t: t.key)
+def test_continuous_pit_metrics_equal_scipy(target, n):
+    x = target.law.rvs(size=n, random_state=np.random.default_rng(n))
+    a, b = pit_intervals(x, target)
+    w1, ks = pit_w1_ks(a, b)
+    assert w1 == pytest.approx(stats.wasserstein_distance(a, GRID), abs=2e-6)
+    assert ks == pytest.approx(stats.kstest(x, target.law.cdf).statistic, abs=1e-12)
+    assert 0 <= w1 <= 0.5 and 0 <= ks <= 1
+
+
+def test_three_point_law_by_hand():
+    # Binomial(2, 1/2): F(-1) = 0, F(0) = 1/4, F(1) = 3/4, F(2) = 1.
+    law = make_target("binomial", {"n": 2, "p": 0.5})
+    # Samples in the law's own proportions: G(u) = u exactly.
+    assert pit_w1_ks(*pit_intervals(np.array([0, 1, 1, 2]), law)) == pytest.approx((0.0, 0.0), abs=1e-15)
+    # 0, 0, 0, 2: G = 3u on [0, 1/4], 3/4 on [1/4, 3/4], u on [3/4, 1]:
+    # ∫|G - u| = ∫_0^{1/4} 2u du + ∫_{1/4}^{3/4} |3/4 - u| du = 1/16 + 1/8; the largest gap is 1/2 at u = 1/4.
+    w1, ks = pit_w1_ks(*pit_intervals(np.array([0, 0, 0, 2]), law))
+    assert w1 == pytest.approx(3 / 16, abs=1e-15) and ks == pytest.approx(0.5, abs=1e-15)
+    # A collapsed sampler always answering 1: G = 0 up to 1/4, then ramps to 1 at 3/4:
+    # ∫_0^{1/4} u du + ∫_{1/4}^{3/4} |u - 1/2| du + ∫_{3/4}^1 (1 - u) du = 1/32 + 1/16 + 1/32.
+    w1, ks = pit_w1_ks(*pit_intervals(np.array([1, 1, 1]), law))
+    assert w1 == pytest.approx(1 / 8, abs=1e-15)
+    assert ks == pytest.approx(0.25, abs=1e-15)
+
+
+def test_integer_pit_intervals():
+    law = make_target("poisson", {"lambda": 4})
+    a, b = pit_intervals(np.array([0.0, 3.0]), law)
+    assert a.tolist() == [0.0, pytest.approx(law.law.cdf(2))] and b.tolist() == pytest.approx(law.law.cdf([0, 3]))
+
+
+@pytest.mark.parametrize(
+    "target",
+    [make_target("poisson", {"lambda": 4}), make_target("bernoulli", {"p": 0.1}), make_target("skellam",
+     {"mu1": 10.5, "mu2": 10.5})],
+    ids=lambda t: t.key,
+)  # fmt: skip
+def test_non_randomized_pit_of_exact_integer_samples_is_uniform(target):
+    rng = np.random.default_rng(3)
+    exact = target.law.rvs(size=200_000, random_state=rng)
+    w1, ks = pit_w1_ks(*pit_intervals(exact, target))
+    assert w1 < 0.002 and ks < 0.006  # sampling noise of 200,000 draws
+    # Off by one: far from uniform.
+    assert pit_w1_ks(*pit_intervals(exact + 1, target))[0] > 0.02
+
+
+@pytest.mark.parametrize(
+    "target",
+    [make_target("gaussian", {"mu": 3.5, "sigma": 3}), make_target("poisson", {"lambda": 4}),
+     make_target("binomial", {"n": 25, "p": 0.5}), make_target("bernoulli", {"p": 0.5})],
+    ids=lambda t: t.key,
+)  # fmt: skip
+def test_exact_samplers_are_rejected_at_the_nominal_rate(target):
+    rng = np.random.default_rng(11)
+    prompts = 600
+    rejected = sum(ks_pvalue(target.law.rvs(size=100, random_state=rng), target) <= 0.05 for _ in range(prompts))
+    half = 1.96 * np.sqrt(0.05 * 0.95 / prompts)  # the binomial 95% interval around 0.05
+    assert 0.05 - half <= rejected / prompts <= 0.05 + half, rejected / prompts
+
+
+def test_ks_at_n():
+    gaussian = make_target("gaussian", {"mu": 3.5, "sigma": 3})
+    exact = gaussian.law.rvs(size=150, random_state=np.random.default_rng(0))
+    assert ks_at_n(exact, gaussian)  # the first 100 of 150 exact draws pass
+    assert not ks_at_n(exact[:99], gaussian)  # fewer than N valid samples: a fail
+    assert not ks_at_n(np.full(150, 3.5), gaussian)  # collapsed
+    assert ks_at_n(exact[:20], gaussian, n=20)
+
+
+def test_pit_floor():
+    gaussian, cauchy = make_target("gaussian", {"mu": 0, "sigma": 1}), make_target("cauchy", {"x0": 0, "gamma": 1})
+    assert pit_floor(gaussian, 100) == pit_floor(cauchy, 100)  # law-free for continuous laws
+    floors = [pit_floor(gaussian, n).median for n in (10, 100, 1000)]
+    assert floors[0] > floors[1] > floors[2] > 0
+    assert pit_floor(gaussian, 100).se < 0.02 * pit_floor(gaussian, 100).median  # small Monte-Carlo noise
+    rng = np.random.default_rng(5)  # an independent Monte-Carlo of the continuous floor
+    independent = np.median([pit_w1_ks(np.sort(u), np.sort(u))[0] for u in rng.random((2000, 100))])
+    assert independent == pytest.approx(pit_floor(gaussian, 100).median, abs=4 * pit_floor(gaussian, 100).se + 5e-4)
