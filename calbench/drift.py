@@ -62,18 +62,41 @@ def drift(base: Any, tuned: Any, tokenizer: Any, texts: tuple[str, ...] = NEUTRA
         kl = _token_kl(base(ids).logits[0], tuned(ids).logits[0])
         per_text.append(float(kl.mean()))
         tokens += int(kl.numel())
+    if len(texts) < 2:
+        raise ValueError("drift needs at least two texts (its standard error is the spread over texts)")
     mean = sample_mean(per_text, nan="propagate")
     if not (math.isfinite(mean.value) and math.isfinite(mean.se)):
-        raise ValueError(f"drift is not finite ({mean.value} ± {mean.se}): the two models' logits overflow")
+        raise ValueError(f"drift is not finite ({mean.value} ± {mean.se}): a model's logits are not finite")
     return {"drift_kl": mean.value, "drift_kl_se": mean.se, "tokens": tokens}
 
 
+def model_identity(reference: str) -> str:
+    """A model reference as comparable text: the hub id where one can be told (a hub id itself, a
+    calbench catalogue name or folder, a Hugging Face cache snapshot), else the resolved folder."""
+    from calbench import model_catalogue
+
+    ref = reference.rstrip("/")
+    path = Path(ref).expanduser()
+    name = path.name
+    if ref in model_catalogue.CATALOGUE:
+        return model_catalogue.CATALOGUE[ref].hub_id
+    if path.parent.name == "models" and name in model_catalogue.CATALOGUE:  # calbench's cache, any machine
+        return model_catalogue.CATALOGUE[name].hub_id
+    for part in path.parts:  # .../models--org--name/snapshots/<sha>
+        if part.startswith("models--") and part.count("--") >= 2:
+            return part.removeprefix("models--").replace("--", "/", 1)
+    if path.exists():
+        return str(path.resolve())
+    return ref
+
+
 def same_model(a: str, b: str) -> bool:
-    """Whether two model references name the same model: the same folder or hub id, or (a folder
-    recorded on another machine, e.g. calbench's model cache) the same last name."""
-    if Path(a).exists() and Path(b).exists():
-        return Path(a).resolve() == Path(b).resolve()
-    return a.rstrip("/") == b.rstrip("/") or Path(a.rstrip("/")).name == Path(b.rstrip("/")).name
+    """Whether two model references name the same model (``model_identity``); two existing folders
+    with the same config.json count as copies of one model."""
+    if model_identity(a) == model_identity(b):
+        return True
+    configs = [Path(x).expanduser() / "config.json" for x in (a, b)]
+    return all(c.is_file() for c in configs) and configs[0].read_text() == configs[1].read_text()
 
 
 def drift_of_adapter(base_path: str, adapter: str, device: str = "cpu") -> dict[str, float]:

@@ -1,7 +1,7 @@
 """lm-eval adapters for the numeric sampling tasks: documents, filter, task class, aggregations.
 
 The task YAML in ``tasks/`` names everything here by dotted path. This module only
-translates between lm-eval's shapes and calbench's pure functions (``scoring``).
+translates between lm-eval's shapes and calbench's pure functions (``sampling_scores``, ``likelihood_metrics``).
 
 Per-family results appear in lm-eval's own table: besides the overall metrics (equal
 weight over families), each task reports ``<metric>/<family>``. lm-eval prints a

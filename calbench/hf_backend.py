@@ -8,7 +8,7 @@ tokenization is kept), faster:
 * loglikelihood: requests that share a context are scored as one token trie with
   ``calbench.tree_attention.score_trie`` (the prompt once, then one token per trie node, instead
   of prompt + answer per request), and each answer comes back as a
-  ``likelihood.TokenLogprobs`` carrying its per-token terms, from which calbench's
+  ``likelihood_metrics.TokenLogprobs`` carrying its per-token terms, from which calbench's
   likelihood tasks compute the exact ``logit_kl``;
 * generate_until: the N repeats of a prompt share one prefill of the prompt, then decode
   as one batch (up to ``sampling_batch_size`` samples) with the same sampling settings.

@@ -44,7 +44,8 @@ NEUTRAL_SETTINGS: Mapping[str, tuple[Any, ...]] = {
     "exponential_decay_length_penalty": (None,),
     "num_beams": (None, 1),
 }
-NOT_SAMPLING = ("until", "max_gen_toks")  # where to stop: not how to sample
+# Where to stop, not how to sample: lm-eval's max_gen_toks and the aliases it accepts for it.
+NOT_SAMPLING = ("until", "max_gen_toks", "max_new_tokens", "max_tokens", "max_completion_tokens")
 
 THINKING_BACKENDS = ("hf", "vllm", "calbench-hf")  # lm-eval backends that accept enable_thinking
 THINKING_DEFAULT = "enable_thinking=False"

@@ -2,7 +2,7 @@
 
 ``evaluate`` is ``lm_eval.simple_evaluate`` with calbench's task folder and reference
 models registered, writing lm-eval's usual results JSON and per-sample logs.
-``lm_eval_cli`` hands a command line to lm-eval's own CLI after adding calbench's
+``eval_cli`` hands a command line to lm-eval's own CLI after adding calbench's
 defaults, so every lm-eval flag keeps working.
 """
 
@@ -70,16 +70,16 @@ def evaluate(
     offline_defaults()
     register()
     if needs_thinking_default(model, model_args):
-        model_args += f",{THINKING_DEFAULT}"  # as `calbench eval` does; see lm_eval_argv
+        model_args += f",{THINKING_DEFAULT}"  # as `calbench eval` does; see lm_eval_args
 
     # As lm-eval's CLI does: tasks see the model arguments (the likelihood tasks read the
     # tokenizer's terminator from `pretrained`) and the run's metadata.
-    extra = dict(metadata or {})
-    metadata = simple_parse_args_string(model_args) if model_args else {}
-    metadata.update(extra)
+    # calbench's run metadata (a reference's terminator: it has no tokenizer) under the user's.
+    given = dict(metadata or {})
+    metadata = {**(simple_parse_args_string(model_args) if model_args else {}), **run_metadata(model)}
     if num_samples:
         metadata["num_samples"] = num_samples
-    metadata.update(run_metadata(model))  # e.g. a reference's terminator: it has no tokenizer
+    metadata.update(given)
     tracker = EvaluationTracker(output_path=str(output_path)) if output_path else None
     results = simple_evaluate(
         model=model,
@@ -132,6 +132,8 @@ def lm_eval_args(args: Sequence[str], num_samples: int | None = None) -> argpars
         sys.argv = saved
     if ns.command != "run":
         return ns
+    if getattr(ns, "config", None):
+        _fill_from_config(ns, Path(ns.config))
     if ns.include_path is None:
         ns.include_path = str(tasks_path())
     if ns.output_path is None:
@@ -146,6 +148,28 @@ def lm_eval_args(args: Sequence[str], num_samples: int | None = None) -> argpars
     if extra or ns.metadata:
         ns.metadata = {**extra, **(ns.metadata or {})}
     return ns
+
+
+def _fill_from_config(ns: argparse.Namespace, path: Path) -> None:
+    """Take what ``--config`` sets and the command line does not (lm-eval lets the CLI win too),
+    so calbench's defaults apply only where neither set anything."""
+    import yaml
+    from lm_eval.utils import simple_parse_args_string
+
+    try:
+        config = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as err:
+        raise EvalArgumentError(f"--config {path}: {err}") from None
+    if not isinstance(config, dict):
+        raise EvalArgumentError(f"--config {path}: not a mapping of lm-eval options")
+    for key in ("tasks", "model", "model_args", "include_path", "output_path", "log_samples", "metadata"):
+        if getattr(ns, key, None) is None and config.get(key) is not None:
+            value = config[key]
+            if key == "tasks" and isinstance(value, str):
+                value = [t.strip() for t in value.split(",") if t.strip()]
+            if key in ("model_args", "metadata") and isinstance(value, str):
+                value = simple_parse_args_string(value)
+            setattr(ns, key, value)
 
 
 def _looks_local(value: str) -> bool:

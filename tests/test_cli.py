@@ -81,6 +81,21 @@ def test_every_lm_eval_form_means_the_same(argv):
     assert ns.model == "hf" and ns.model_args == {"pretrained": "x", "enable_thinking": False}
 
 
+def test_a_config_file_counts_as_given(tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text(
+        "model: calbench-oracle\ntasks: calbench_numeric_quick,calbench_numeric_heldout\noutput_path: mine\n"
+    )
+    ns = runner.lm_eval_args(["--config", str(config)])
+    assert ns.model == "calbench-oracle" and ns.tasks == ["calbench_numeric_quick", "calbench_numeric_heldout"]
+    assert ns.output_path == "mine" and ns.metadata == {"calbench_terminator": ""}  # the YAML's model's defaults
+    runner.check_eval_args(ns)  # its tasks count: no "name the tasks"
+    overridden = runner.lm_eval_args(["--config", str(config), "-o", "cli"])
+    assert overridden.output_path == "cli"  # the command line wins, as in lm-eval
+    with pytest.raises(runner.EvalArgumentError, match=r"--config .*missing\.yaml"):
+        runner.lm_eval_args(["--config", str(tmp_path / "missing.yaml")])
+
+
 def test_short_forms_get_calbench_defaults():
     oracle = runner.lm_eval_args(["-M", "calbench-oracle", "-t", "t"])
     assert oracle.metadata == {"calbench_terminator": ""}  # the likelihood tasks need it

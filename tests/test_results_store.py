@@ -43,6 +43,16 @@ def test_settings_beyond_pure_sampling_are_refused(gen, named):
 
 def test_neutral_settings_are_accepted():
     records.check_run(_results({"repetition_penalty": 1.0, "min_p": 0.0, "until": [], "max_gen_toks": 32}))
+    for alias in ("max_new_tokens", "max_tokens", "max_completion_tokens"):  # lm-eval's names for max_gen_toks
+        records.check_run(_results({alias: 64}))
+
+
+def test_the_samples_log_is_found_for_either_results_file_name(tmp_path):
+    stamp = "2026-12-01T08-19-58.843839"
+    for name in (f"results_{stamp}.json", f"mine_{stamp}.json"):  # --output_path DIR or DIR/mine.json
+        log = tmp_path / f"samples_t_{stamp}.jsonl"
+        log.write_text("x")
+        assert records.samples_log(tmp_path / name, "t") == log
 
 
 def test_a_generation_config_that_changes_sampling_is_refused_unless_overridden(tmp_path):

@@ -166,7 +166,17 @@ def test_the_new_adapter_replaces_the_old_in_one_exchange(tmp_path):
     new.mkdir()
     (new / "w").write_text("new")
     assert run_folder._exchange(tmp_path / "missing", new) is False  # a failed exchange changes nothing
-    assert run_folder.install_adapter(tmp_path, new) == tmp_path / "adapter"
+    if sys.platform == "linux":  # renameat2 is there: the swap is one exchange, not two renames
+        calls = []
+        exchange = run_folder._exchange
+        run_folder._exchange = lambda a, b: calls.append(exchange(a, b)) or calls[-1]
+        try:
+            assert run_folder.install_adapter(tmp_path, new) == tmp_path / "adapter"
+        finally:
+            run_folder._exchange = exchange
+        assert calls == [True]
+    else:
+        assert run_folder.install_adapter(tmp_path, new) == tmp_path / "adapter"
     assert (tmp_path / "adapter" / "w").read_text() == "new"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["adapter"]
 
@@ -318,3 +328,32 @@ def test_a_non_finite_loss_stops_training_with_a_clear_error(tiny_split, tmp_pat
     err = capsys.readouterr().err
     assert "the training loss is nan at step 1: stopping" in err
     assert not (tmp_path / "adapter").exists()
+
+
+EXIT_AFTER_CHECKPOINT_2 = """
+import os
+from calbench.training import run_folder
+_mark = run_folder.mark_complete
+def marked(checkpoint, progress):
+    _mark(checkpoint, progress)
+    if checkpoint.name == "checkpoint-2":
+        SENTINEL.write_text(str(checkpoint))
+        os._exit(9)  # the process ends right after a complete checkpoint
+run_folder.mark_complete = marked
+"""
+
+
+@pytest.mark.integration
+def test_a_resumed_run_logs_what_an_uninterrupted_one_logs(tiny_split, tmp_path):
+    # Checkpoints every 2 steps, logs every 3: the resumed run's history must still be the run's.
+    from calbench.training.trainer import run
+
+    config = tiny_config(tiny_split, tmp_path / "a", logging_steps=3, save_steps=2, max_steps=5)
+    expected = json.loads((run(config) / "calbench_train.json").read_text())
+    cut = dataclasses.replace(config, output=str(tmp_path / "b"))
+    proc = _train_in_subprocess(cut, EXIT_AFTER_CHECKPOINT_2, tmp_path / "sentinel")
+    assert proc.wait(timeout=300) == 9 and (tmp_path / "sentinel").exists()
+    summary = json.loads((run(dataclasses.replace(cut, resume=True)) / "calbench_train.json").read_text())
+    assert [h["step"] for h in summary["loss_history"]] == [h["step"] for h in expected["loss_history"]]
+    assert _losses(summary) == pytest.approx(_losses(expected), rel=1e-6)
+    assert summary["final_train_loss"] == pytest.approx(expected["final_train_loss"], rel=1e-6)

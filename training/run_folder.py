@@ -157,15 +157,12 @@ def finished_run(folder: Path) -> dict[str, Any] | None:
     return previous if previous is not None and previous.get("finished") else None
 
 
-def decided(config: TrainConfig) -> tuple[Path | None, dict[str, Any] | None]:
-    """What ``start`` decided, read back without changing anything (the other processes of a DDP run)."""
-    folder = Path(config.output)
-    previous = read_run(folder)
-    if config.resume and previous is not None and previous.get("finished"):
-        return None, previous
-    if config.resume:
-        return next((p for _, p in checkpoints(folder) if is_complete(p)), None), None
-    return None, None
+def decided(config: TrainConfig) -> Path | None:
+    """The checkpoint ``start`` chose, read back without changing anything (the other processes of
+    a DDP run; a finished run never gets here: no process joins the process group)."""
+    if not config.resume:
+        return None
+    return next((p for _, p in checkpoints(Path(config.output)) if is_complete(p)), None)
 
 
 def finish(folder: Path, summary: dict[str, Any]) -> None:

@@ -94,11 +94,15 @@ class RunProgress(TrainerCallback):
         }
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
-        if state.global_step >= state.max_steps > 0:
+        # Log at the last step and at every checkpoint: a resumed run then logs the same
+        # intervals as an uninterrupted one (transformers restarts its interval at the checkpoint).
+        if state.global_step >= state.max_steps > 0 or control.should_save:
             control.should_log = True
         return control
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        if args.world_size > 1:  # every process has written its part (e.g. its RNG state)
+            self.trainer.accelerator.wait_for_everyone()
         if state.is_world_process_zero:
             checkpoint = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
             run_folder.mark_complete(checkpoint, self.so_far())
@@ -213,9 +217,7 @@ def run(config: TrainConfig) -> Path:
     if world > 1:
         trainer.accelerator.wait_for_everyone()
         if not first:
-            checkpoint, finished = run_folder.decided(resolved)
-            if finished is not None:
-                return folder / run_folder.ADAPTER
+            checkpoint = run_folder.decided(resolved)
     progress = next(c for c in trainer.callback_handler.callbacks if isinstance(c, RunProgress))
     progress.before = run_folder.progress_of(checkpoint)
     if checkpoint is not None:

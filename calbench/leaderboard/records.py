@@ -175,9 +175,15 @@ def _task_metrics(task_results: Mapping[str, Any], task: str) -> dict[str, Any]:
     return {"overall": overall}
 
 
+STAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(\.\d+)?$")
+
+
 def samples_log(results_file: Path, task: str) -> Path:
     """The samples log lm-eval wrote with ``results_file`` (same run: the same timestamp in its name)."""
-    stamp = results_file.stem.removeprefix("results_")
+    # lm-eval names both files after the run's start, results_<stamp>.json (or <name>_<stamp>.json
+    # for --output_path <name>.json) and samples_<task>_<stamp>.jsonl.
+    found_stamp = STAMP.search(results_file.stem)
+    stamp = found_stamp.group(0) if found_stamp else results_file.stem.removeprefix("results_")
     log = results_file.parent / f"samples_{task}_{stamp}.jsonl"
     if not log.is_file():
         others = sorted(p.name for p in results_file.parent.glob(f"samples_{task}_*.jsonl"))
@@ -387,7 +393,7 @@ def validate_record(record: Any, source: str = "record") -> None:
             if not isinstance(drift, dict):
                 raise _problem("drift", "must be an object")
             _check_pair("drift.drift_kl", [drift.get("drift_kl"), drift.get("drift_kl_se")])
-            if drift.get("drift_kl") is None or drift["drift_kl"] < -SLACK:
+            if drift.get("drift_kl") is None or drift["drift_kl"] < -1e-6:  # float32 logits: -1e-8 happens
                 raise _problem("drift.drift_kl", f"must be a KL (at least 0), got {drift.get('drift_kl')!r}")
     except RefusedRunError as err:
         raise RefusedRunError(f"{source}: {err}") from None
@@ -398,7 +404,8 @@ def _validate_task(field: str, task: str, entry: Any) -> None:
         raise _problem(field, "must be an object")
     for key in ("version", "samples_per_prompt", "prompts"):
         value = entry.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        whole = isinstance(value, int | float) and not isinstance(value, bool) and float(value).is_integer()
+        if value is not None and not (whole and value >= 0):
             raise _problem(f"{field}.{key}", f"must be a whole number, got {value!r}")
     overall = entry.get("overall")
     if not isinstance(overall, dict):
