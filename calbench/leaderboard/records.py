@@ -188,7 +188,9 @@ def samples_log(results_file: Path, task: str) -> Path:
     if not log.is_file():
         others = sorted(p.name for p in results_file.parent.glob(f"samples_{task}_*.jsonl"))
         found = f" (only other runs' logs: {', '.join(others)})" if others else ""
-        raise RefusedRunError(f"{results_file}: no samples log {log.name} of this run{found}; run with --log_samples")
+        raise RefusedRunError(
+            f"{results_file}: no samples log {log.name} of this run{found}: it was deleted, or the run had no --log_samples"
+        )
     return log
 
 
