@@ -99,3 +99,19 @@ def test_pit_floor():
     rng = np.random.default_rng(5)  # an independent Monte-Carlo of the continuous floor
     independent = np.median([pit_w1_ks(np.sort(u), np.sort(u))[0] for u in rng.random((2000, 100))])
     assert independent == pytest.approx(pit_floor(gaussian, 100).median, abs=4 * pit_floor(gaussian, 100).se + 5e-4)
+
+
+@pytest.mark.parametrize(
+    "target",
+    [make_target("poisson", {"lambda": 4}), make_target("bernoulli", {"p": 0.1}),
+     make_target("skellam", {"mu1": 10.5, "mu2": 10.5})],
+    ids=lambda t: t.key,
+)  # fmt: skip
+def test_batched_integer_pit_equals_one_row_at_a_time(target):
+    from calbench.pit import integer_pit_w1_ks
+
+    draws = np.rint(target.law.rvs(size=(40, 37), random_state=np.random.default_rng(2)))
+    w1, ks = integer_pit_w1_ks(draws, target)
+    one_by_one = np.array([pit_w1_ks(*pit_intervals(row, target)) for row in draws])
+    np.testing.assert_allclose(w1, one_by_one[:, 0], atol=1e-15)
+    np.testing.assert_allclose(ks, one_by_one[:, 1], atol=1e-15)
