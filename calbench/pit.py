@@ -112,13 +112,6 @@ def _uniform_distances(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return w1, ks
 
 
-def exact_pit_intervals(target: Target, n: int, reps: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """(reps, n) PIT intervals of exact draws from the law (for floors and calibrated tests)."""
-    draws = target.law.rvs(size=(reps, n), random_state=rng)
-    a, b = pit_intervals(draws.reshape(-1), target)
-    return a.reshape(reps, n), b.reshape(reps, n)
-
-
 PIT_FLOOR_REPS = 4000  # exact-sampler replicates behind a PIT floor (its Monte-Carlo SE: se below)
 KS_REPS = 100_000  # replicates behind a calibrated discrete KS p-value (resolution 1e-5)
 KS_N = 100  # KS@N: the first N valid samples of a prompt are tested
