@@ -162,3 +162,17 @@ def test_each_record_takes_the_samples_log_of_its_own_run(tmp_path):
     with pytest.raises(RefusedRunError, match="the samples log is empty"):
         records.build_record("oracle", "reference", [first], "c")
     shutil.rmtree(folder)
+
+
+def test_a_hub_models_cached_generation_config_is_checked_too(tmp_path, monkeypatch):
+    import huggingface_hub.constants
+
+    snapshot = tmp_path / "models--org--name" / "snapshots" / "abc"
+    snapshot.mkdir(parents=True)
+    (snapshot / "generation_config.json").write_text(json.dumps({"repetition_penalty": 1.2}))
+    (tmp_path / "models--org--name" / "refs").mkdir()
+    (tmp_path / "models--org--name" / "refs" / "main").write_text("abc")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
+    with pytest.raises(RefusedRunError, match=r"sets repetition_penalty=1\.2"):
+        records.check_generation_config(_results(backend="hf", pretrained="org/name"))
+    records.check_generation_config(_results(backend="hf", pretrained="org/not-cached"))  # nothing to check

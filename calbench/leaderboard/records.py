@@ -102,9 +102,9 @@ def check_generation_config(results: Mapping[str, Any], source: str = "run") -> 
     pretrained = _model_args(results).get("pretrained")
     if backend not in GENERATION_CONFIG_BACKENDS or not pretrained:
         return
-    path = Path(str(pretrained)) / "generation_config.json"
-    if not path.is_file():
-        return  # a hub id: the run's own machine had it; nothing here to check against
+    path = _generation_config_file(str(pretrained), _model_args(results).get("revision"))
+    if path is None:
+        return  # a hub model not in this machine's cache: nothing here to check against
     try:
         generation_config = json.loads(path.read_text())
     except ValueError as err:
@@ -117,6 +117,22 @@ def check_generation_config(results: Mapping[str, Any], source: str = "run") -> 
                 f"{backend} applies to sampling and the task did not override; run it on calbench-hf, or "
                 "override them with --gen_kwargs to their neutral values"
             )
+
+
+def _generation_config_file(pretrained: str, revision: str | None) -> Path | None:
+    """The model's generation_config.json: in its folder, or for a hub id in the local hub cache."""
+    local = Path(pretrained) / "generation_config.json"
+    if local.is_file():
+        return local
+    if Path(pretrained).exists():
+        return None  # a folder without one: transformers' defaults, which the tasks override
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(pretrained, "generation_config.json", revision=revision)
+    except (ImportError, ValueError):  # not a hub id
+        return None
+    return Path(cached) if isinstance(cached, str) else None
 
 
 def _sha256(path: Path, limit: int | None = None) -> str:
