@@ -224,3 +224,24 @@ def ks_at_n(values: np.ndarray, target: Target, n: int = KS_N, threshold: float 
     if x.size < n:
         return False
     return ks_pvalue(x[:n], target) > threshold
+
+
+PIT_BOOT_REPS = 200  # bootstrap replicates behind a pit_w1 standard error
+
+
+def pit_w1_se(values: np.ndarray, target: Target, seed: int = 0) -> float:
+    """Standard error of ``pit_w1``: the larger of the bootstrap's (valid samples resampled) and
+    an exact sampler's spread at the same n (as ``sampling_metrics.w1_se``, for the same reason:
+    the bootstrap under-covers near a perfect sampler)."""
+    x = np.asarray(values, dtype=float)
+    if x.size == 0:
+        return float("nan")
+    floor = pit_floor(target, x.size).spread
+    if x.size < 2:
+        return floor
+    resampled = x[np.random.default_rng(seed).integers(0, x.size, size=(PIT_BOOT_REPS, x.size))]
+    if target.integer:
+        per_rep = integer_pit_w1_ks(np.rint(resampled), target)[0]
+    else:
+        per_rep = _uniform_distances(np.sort(np.clip(target.law.cdf(resampled), 0.0, 1.0), axis=1))[0]
+    return max(float(per_rep.std(ddof=1)), floor)

@@ -131,6 +131,10 @@ HIGHER_IS_BETTER: Mapping[str, bool] = {
     "valid_rate": True,
     "support_violation_rate": False,
     "gof_pass_rate": True,
+    "pit_w1": False,
+    "excess_pit_w1": False,
+    "pit_ks": False,
+    "ks_at_n": True,
     # likelihood
     "seq_kl": False,
     "canonical_mass": True,

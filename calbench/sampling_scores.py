@@ -14,7 +14,12 @@ Metrics (per prompt; ↓ lower is better, ↑ higher is better):
 * ``valid_rate`` ↑ share of responses that parse to a possible outcome of the law;
 * ``support_violation_rate`` ↓ share that parse but are impossible under the law;
 * ``gof_pass_rate`` ↑ share of prompts whose samples pass KS (continuous laws) or the
-  pooled chi-square test (integer laws) at the 5% level.
+  pooled chi-square test (integer laws) at the 5% level;
+* ``pit_w1`` ↓ W1 between the samples' (non-randomized) PIT values and Uniform(0, 1), the same
+  scale for every family, in [0, 1/2] (``calbench.pit``); ``excess_pit_w1`` ↓ the same minus
+  what exact draws score at that n; ``pit_ks`` ↓ the KS statistic of the PIT values;
+* ``ks_at_n`` ↑ share of prompts whose first 100 valid samples pass the KS test at p > 1e-4
+  (integer laws: calibrated by simulation); fewer than 100 valid samples is a fail.
 """
 
 from __future__ import annotations
@@ -27,16 +32,16 @@ from typing import Any
 
 import numpy as np
 
-from calbench import sampling_metrics
+from calbench import pit, sampling_metrics
 from calbench.families import FAMILIES, Target, make_target
 from calbench.parse import classify
 from calbench.stats import UNDEFINED, Estimate, Summary, bootstrap_median, quadrature_mean, rate, seed_for
 
 GOF_ALPHA = 0.05
 # Metrics reported per family and overall (equal weight over families), in display order.
-FAMILY_METRICS = ("w1", "w1_iqr", "excess_w1", "excess_w1_iqr", "valid_rate")
-OVERALL_ONLY = ("support_violation_rate", "gof_pass_rate")
-MEDIAN_METRICS = ("w1_iqr", "excess_w1_iqr")  # also reported as the median over families
+FAMILY_METRICS = ("w1", "w1_iqr", "excess_w1", "excess_w1_iqr", "valid_rate", "pit_w1", "excess_pit_w1", "pit_ks")
+OVERALL_ONLY = ("support_violation_rate", "gof_pass_rate", "ks_at_n")
+MEDIAN_METRICS = ("w1_iqr", "excess_w1_iqr", "pit_w1", "excess_pit_w1")  # also the median over families
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,13 @@ class PromptScore:
     gof_test: str
     gof_stat: float
     gof_pvalue: float
+    # PIT metrics (calbench.pit); defaults for records logged before they existed.
+    pit_w1: float = math.nan
+    pit_w1_se: float = math.nan
+    pit_floor: float = math.nan
+    pit_floor_se: float = math.nan
+    pit_ks: float = math.nan
+    ks_at_n: bool = False  # the first KS_N valid samples pass the KS test at p > KS_THRESHOLD
 
     @property
     def target(self) -> Target:
@@ -81,6 +93,10 @@ class PromptScore:
             "excess_w1_iqr": Estimate((self.w1 - self.floor) / self.iqr, excess_se / self.iqr),
             "valid_rate": rate(self.n_valid, self.n),
             "support_violation_rate": rate(self.n_parsed - self.n_valid, self.n),
+            "pit_w1": Estimate(self.pit_w1, self.pit_w1_se),
+            "excess_pit_w1": Estimate(self.pit_w1 - self.pit_floor, math.hypot(self.pit_w1_se, self.pit_floor_se)),
+            # The KS statistic's sampling noise is not estimated; KS@N carries the test's verdict.
+            "pit_ks": Estimate(self.pit_ks, 0.0),
         }
         return table[metric]
 
@@ -102,6 +118,8 @@ def score_prompt(target: Target, responses: Sequence[str], seed: int | None = No
     floor = sampling_metrics.oracle_floor(target, n_valid)
     seed = seed_for("bootstrap", target.key, len(responses)) if seed is None else seed
     test, stat, pvalue = sampling_metrics.goodness_of_fit(values, target) if n_valid else ("none", math.nan, math.nan)
+    pit_w1_value, pit_ks_value = pit.pit_w1_ks(*pit.pit_intervals(values, target))
+    pit_floor = pit.pit_floor(target, n_valid)
     return PromptScore(
         family=target.family.name,
         params=target.params,
@@ -116,6 +134,12 @@ def score_prompt(target: Target, responses: Sequence[str], seed: int | None = No
         gof_test=test,
         gof_stat=stat,
         gof_pvalue=pvalue,
+        pit_w1=pit_w1_value,
+        pit_w1_se=pit.pit_w1_se(values, target, seed=seed),
+        pit_floor=pit_floor.median,
+        pit_floor_se=pit_floor.se,
+        pit_ks=pit_ks_value,
+        ks_at_n=pit.ks_at_n(values, target),
     )
 
 
@@ -139,9 +163,12 @@ def summarize(records: Iterable[PromptScore]) -> Summary:
     }
     for f in ordered:
         families[f]["gof_pass_rate"] = _pass_rate(by_family[f])
+        # KS@N: every prompt counts; one with fewer than N valid samples fails.
+        families[f]["ks_at_n"] = rate(sum(r.ks_at_n for r in by_family[f]), len(by_family[f]))
     overall = {m: quadrature_mean([families[f][m] for f in ordered], nan="propagate") for m in per_prompt}
     # A family too small to test is no failure: it is left out of the pass rate.
     overall["gof_pass_rate"] = quadrature_mean([families[f]["gof_pass_rate"] for f in ordered], nan="omit")
+    overall["ks_at_n"] = quadrature_mean([families[f]["ks_at_n"] for f in ordered], nan="propagate")
     for m in MEDIAN_METRICS:  # a family without a W1 counts as the worst
         fam = [families[f][m] for f in ordered]
         overall[f"{m}_median"] = bootstrap_median(

@@ -186,3 +186,47 @@ def test_collapsed_samplers_have_positive_excess_w1_in_every_family():
         assert estimates["valid_rate"].value == 1.0, family
     assert all(r.gof_pvalue < 0.05 for r in records)  # every goodness-of-fit test rejects the mode
     assert s.overall["gof_pass_rate"].value == 0.0
+
+
+def test_prompt_scores_carry_the_pit_metrics():
+    from calbench import pit
+
+    target = make_target("poisson", {"lambda": 4})
+    responses = exact_responses(target, np.random.default_rng(4))
+    s = score_prompt(target, responses)
+    values = np.array([float(r) for r in responses])
+    assert (s.pit_w1, s.pit_ks) == pit.pit_w1_ks(*pit.pit_intervals(values, target))
+    floor = pit.pit_floor(target, N)
+    assert (s.pit_floor, s.pit_floor_se) == (floor.median, floor.se)
+    assert s.pit_w1_se >= floor.spread > 0
+    assert s.value("excess_pit_w1") == Estimate(s.pit_w1 - floor.median, math.hypot(s.pit_w1_se, floor.se))
+    assert s.ks_at_n == pit.ks_at_n(values, target) and s.ks_at_n  # 200 exact draws pass
+    back = PromptScore.from_dict(json.loads(json.dumps(s.to_dict())))
+    assert back == s
+
+
+def test_exact_samplers_score_zero_excess_pit_w1_and_pass_ks_at_n():
+    rng = np.random.default_rng(11)
+    s = summarize([score_prompt(t, exact_responses(t, rng)) for t in E2E])
+    excess = s.overall["excess_pit_w1"]
+    assert abs(excess.value) <= 3 * excess.se
+    assert s.overall["ks_at_n"].value == 1.0
+    assert 0 < s.overall["pit_w1"].value < 0.05
+
+
+def test_collapsed_samplers_are_far_in_pit_w1_and_fail_ks_at_n():
+    s = summarize([score_prompt(t, [format_answer(mode(t), t)] * N) for t in E2E])
+    for family, estimates in s.families.items():
+        excess = estimates["excess_pit_w1"]
+        assert excess.value > 3 * excess.se, family
+    # Bernoulli(0.1) answered "0" 100 times is only ~3 standard errors off (0.9 of the mass is at
+    # 0): p ≈ 1e-3, not below KS@N's 1e-4. Every other collapsed family fails.
+    passing = {f for f, e in s.families.items() if e["ks_at_n"].value > 0}
+    assert passing == {"bernoulli"}
+    assert s.overall["pit_w1"].value > 0.1
+
+
+def test_too_few_valid_samples_fail_ks_at_n():
+    target = make_target("gaussian", {"mu": 3.5, "sigma": 3})
+    s = score_prompt(target, exact_responses(target, np.random.default_rng(0))[:99])
+    assert not s.ks_at_n and math.isfinite(s.pit_w1)

@@ -355,9 +355,10 @@ def check_name(name: object) -> str:
 
 
 # Ranges of stored values: shares in [0, 1]; distances, sizes and divergences at least 0.
-SHARES = ("valid_rate", "support_violation_rate", "gof_pass_rate", "parse_rate", "parse_rate_lenient",
+SHARES = ("valid_rate", "support_violation_rate", "gof_pass_rate", "ks_at_n", "parse_rate", "parse_rate_lenient",
           "top_answer_share", "freq_A", "freq_B", "freq_C", "freq_D", "canonical_mass")  # fmt: skip
-NON_NEGATIVE = ("w1", "w1_iqr", "exact_w1", "exact_w1_iqr", "logit_kl", "tv_distance", "tv_distance_lenient",
+NON_NEGATIVE = ("w1", "w1_iqr", "pit_w1", "pit_ks", "exact_w1", "exact_w1_iqr", "logit_kl", "tv_distance",
+                "tv_distance_lenient",
                 "unique_answers", "answer_entropy", "distinct_lite", "chi2")  # fmt: skip
 SLACK = 1e-9  # rounding: an exact KL of -1e-17, a mass of 1 + 1e-12
 
