@@ -168,13 +168,16 @@ def exact_responses(target, rng):
     return [str(int(v)) if target.integer else repr(float(v)) for v in x]
 
 
-def test_exact_samplers_score_zero_excess_w1():
+def test_exact_samplers_score_zero_excess_w1_and_excess_pit_w1():
     rng = np.random.default_rng(11)
     s = summarize([score_prompt(t, exact_responses(t, rng)) for t in E2E])
-    excess = s.overall["excess_w1"]
-    assert abs(excess.value) <= 3 * excess.se
+    for metric in ("excess_w1", "excess_pit_w1"):
+        excess = s.overall[metric]
+        assert abs(excess.value) <= 3 * excess.se, metric
     assert s.overall["valid_rate"].value == 1.0
     assert s.overall["support_violation_rate"].value == 0.0
+    assert s.overall["ks_at_n"].value == 1.0  # 200 exact draws per prompt pass KS@100
+    assert 0 < s.overall["pit_w1"].value < 0.05
 
 
 def test_collapsed_samplers_have_positive_excess_w1_in_every_family():
@@ -203,15 +206,6 @@ def test_prompt_scores_carry_the_pit_metrics():
     assert s.ks_at_n == pit.ks_at_n(values, target) and s.ks_at_n  # 200 exact draws pass
     back = PromptScore.from_dict(json.loads(json.dumps(s.to_dict())))
     assert back == s
-
-
-def test_exact_samplers_score_zero_excess_pit_w1_and_pass_ks_at_n():
-    rng = np.random.default_rng(11)
-    s = summarize([score_prompt(t, exact_responses(t, rng)) for t in E2E])
-    excess = s.overall["excess_pit_w1"]
-    assert abs(excess.value) <= 3 * excess.se
-    assert s.overall["ks_at_n"].value == 1.0
-    assert 0 < s.overall["pit_w1"].value < 0.05
 
 
 def test_collapsed_samplers_are_far_in_pit_w1_and_fail_ks_at_n():
