@@ -126,6 +126,7 @@ class PitFloor:
     median: float
     spread: float
     se: float
+    q95: float = float("nan")  # the 95th percentile: exact draws score at most this 95% of the time
 
 
 def _exact_pit_w1(target: Target, n: int, reps: int, seed: int) -> np.ndarray:
@@ -169,9 +170,9 @@ def pit_floor(target: Target, n: int, reps: int = PIT_FLOOR_REPS) -> PitFloor:
         return PitFloor(float("nan"), float("nan"), float("nan"))
     key = "continuous" if not target.integer else target.key
     per_rep = _exact_pit_w1(target, n, reps, seed_for("pit floor", key, n, reps))
-    q16, q50, q84 = np.quantile(per_rep, [0.16, 0.5, 0.84])
+    q16, q50, q84, q95 = np.quantile(per_rep, [0.16, 0.5, 0.84, 0.95])
     spread = float(q84 - q16) / 2
-    return PitFloor(float(q50), spread, float(np.sqrt(np.pi / 2) * spread / np.sqrt(reps)))
+    return PitFloor(float(q50), spread, float(np.sqrt(np.pi / 2) * spread / np.sqrt(reps)), float(q95))
 
 
 @lru_cache(maxsize=1024)
