@@ -56,14 +56,14 @@ def _token_kl(base_logits: torch.Tensor, tuned_logits: torch.Tensor) -> torch.Te
 @torch.no_grad()
 def drift(base: Any, tuned: Any, tokenizer: Any, texts: tuple[str, ...] = NEUTRAL_TEXT) -> dict[str, float]:
     """Mean per-token KL(base ‖ tuned) over ``texts``, with its standard error over texts."""
+    if len(texts) < 2:
+        raise ValueError("drift needs at least two texts (its standard error is the spread over texts)")
     per_text, tokens = [], 0
     for text in texts:
         ids = torch.tensor([tokenizer(text)["input_ids"]], device=next(base.parameters()).device)
         kl = _token_kl(base(ids).logits[0], tuned(ids).logits[0])
         per_text.append(float(kl.mean()))
         tokens += int(kl.numel())
-    if len(texts) < 2:
-        raise ValueError("drift needs at least two texts (its standard error is the spread over texts)")
     mean = sample_mean(per_text, nan="propagate")
     if not (math.isfinite(mean.value) and math.isfinite(mean.se)):
         raise ValueError(f"drift is not finite ({mean.value} ± {mean.se}): a model's logits are not finite")

@@ -43,15 +43,24 @@ def pit_intervals(values: np.ndarray, target: Target) -> tuple[np.ndarray, np.nd
     return np.clip(law.cdf(k - 1), 0.0, 1.0), np.clip(law.cdf(k), 0.0, 1.0)
 
 
-def _knot_values(a: np.ndarray, b: np.ndarray, weight: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """G's left limit and value at knots ``t`` for intervals [a, b] with weights summing to 1 (last axis)."""
-    spread = b > a
-    width = np.where(spread, b - a, 1.0)
-    ramp = np.clip((t[..., :, None] - a[..., None, :]) / width[..., None, :], 0.0, 1.0)
-    ramp = np.where(spread[..., None, :], ramp, 0.0)
-    left = ((ramp + (~spread[..., None, :] & (t[..., :, None] > b[..., None, :]))) * weight[..., None, :]).sum(-1)
-    right = ((ramp + (~spread[..., None, :] & (t[..., :, None] >= b[..., None, :]))) * weight[..., None, :]).sum(-1)
-    return left, right
+def _ramps(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each interval's share of G at the knots ``t``, left limit and value: (intervals, knots).
+
+    A ramp from 0 at a to 1 at b; a step at b for a point (a = b)."""
+    spread = (b > a)[:, None]
+    ramp = np.clip((t[None, :] - a[:, None]) / np.where(spread, (b - a)[:, None], 1.0), 0.0, 1.0)
+    return np.where(spread, ramp, t[None, :] > b[:, None]), np.where(spread, ramp, t[None, :] >= b[:, None])
+
+
+def _distances(weights: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(pit_w1, pit_ks) of each row of ``weights`` (rows of interval shares summing to 1): G is linear
+    between the knots, so each piece's integral and the extremes (at the knots) are exact."""
+    t = np.unique(np.concatenate([[0.0, 1.0], a, b]))
+    ramp_left, ramp_right = _ramps(a, b, t)
+    left, right = weights @ ramp_left, weights @ ramp_right
+    w1 = np.sum(_abs_integral(right[:, :-1] - t[:-1], left[:, 1:] - t[1:], np.diff(t)), axis=1)
+    ks = np.maximum(np.max(np.abs(left - t), axis=1), np.max(np.abs(right - t), axis=1))
+    return w1, ks
 
 
 def _abs_integral(h0: np.ndarray, h1: np.ndarray, width: np.ndarray) -> np.ndarray:
@@ -77,11 +86,8 @@ def pit_w1_ks(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
         w1, ks = _uniform_distances(np.sort(a)[None, :])
         return float(w1[0]), float(ks[0])
     a, b, weight = _distinct(a, b)
-    t = np.unique(np.concatenate([[0.0, 1.0], a, b]))
-    left, right = _knot_values(a, b, weight, t)
-    w1 = np.sum(_abs_integral(right[:-1] - t[:-1], left[1:] - t[1:], np.diff(t)))
-    ks = max(np.max(np.abs(left - t)), np.max(np.abs(right - t)))
-    return float(w1), float(ks)
+    w1, ks = _distances(weight[None, :], a, b)
+    return float(w1[0]), float(ks[0])
 
 
 def pit_w1(a: np.ndarray, b: np.ndarray) -> float:
@@ -129,12 +135,18 @@ class PitFloor:
     q95: float = float("nan")  # the 95th percentile: exact draws score at most this 95% of the time
 
 
+def pit_w1_rows(rows: np.ndarray, target: Target) -> np.ndarray:
+    """``pit_w1`` of each row of valid samples at once (rows of equal length)."""
+    if target.integer:
+        return integer_pit_w1_ks(np.rint(rows), target)[0]
+    return _uniform_distances(np.sort(np.clip(target.law.cdf(rows), 0.0, 1.0), axis=1))[0]
+
+
 def _exact_pit_w1(target: Target, n: int, reps: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     if not target.integer:  # the PIT of exact continuous draws is Uniform(0, 1) whatever the law
         return _uniform_distances(np.sort(rng.random((reps, n)), axis=1))[0]
-    draws = np.rint(target.law.rvs(size=(reps, n), random_state=rng))
-    return integer_pit_w1_ks(draws, target)[0]
+    return pit_w1_rows(target.law.rvs(size=(reps, n), random_state=rng), target)
 
 
 def integer_pit_w1_ks(draws: np.ndarray, target: Target) -> tuple[np.ndarray, np.ndarray]:
@@ -147,16 +159,7 @@ def integer_pit_w1_ks(draws: np.ndarray, target: Target) -> tuple[np.ndarray, np
     inverse = inverse.reshape(draws.shape)
     counts = np.zeros((draws.shape[0], values.size))
     np.add.at(counts, (np.repeat(np.arange(draws.shape[0]), draws.shape[1]), inverse.reshape(-1)), 1.0)
-    a, b = pit_intervals(values, target)
-    t = np.unique(np.concatenate([[0.0, 1.0], a, b]))
-    spread = (b > a)[:, None]  # each value's ramp at every knot: (values, knots)
-    ramp = np.clip((t[None, :] - a[:, None]) / np.where(spread, (b - a)[:, None], 1.0), 0.0, 1.0)
-    left = np.where(spread, ramp, t[None, :] > b[:, None])
-    right = np.where(spread, ramp, t[None, :] >= b[:, None])
-    g_left, g_right = counts @ left / draws.shape[1], counts @ right / draws.shape[1]
-    w1 = np.sum(_abs_integral(g_right[:, :-1] - t[:-1], g_left[:, 1:] - t[1:], np.diff(t)), axis=1)
-    ks = np.maximum(np.max(np.abs(g_left - t), axis=1), np.max(np.abs(g_right - t), axis=1))
-    return w1, ks
+    return _distances(counts / draws.shape[1], *pit_intervals(values, target))
 
 
 @lru_cache(maxsize=4096)
@@ -179,17 +182,12 @@ def pit_floor(target: Target, n: int, reps: int = PIT_FLOOR_REPS) -> PitFloor:
 def _discrete_ks_null(target: Target, n: int, reps: int) -> np.ndarray:
     """Sorted KS statistics of ``reps`` sets of n exact draws from an integer law (fixed seed)."""
     rng = np.random.default_rng(seed_for("ks null", target.key, n, reps))
-    draws = np.rint(target.law.rvs(size=(reps, n), random_state=rng)).astype(np.int64)
-    lo, hi = int(draws.min()), int(draws.max())
-    support = np.arange(lo, hi + 1)
-    cdf = target.law.cdf(support)
-    below = target.law.cdf(lo - 1)
-    counts = np.zeros((reps, support.size), dtype=np.int64)
-    np.add.at(counts, (np.repeat(np.arange(reps), n), (draws - lo).reshape(-1)), 1)
-    empirical = np.cumsum(counts, axis=1) / n
-    # sup_u |G - u| is attained at the knots F(v): max_v |F_n(v) - F(v)|, and at F(lo - 1) (G = 0 there).
-    stats_ = np.maximum(np.max(np.abs(empirical - cdf), axis=1), below)
-    return np.sort(stats_)
+    chunk = 5000  # rows per batch: keeps the (rows x knots) matrices small
+    parts = [
+        integer_pit_w1_ks(np.rint(target.law.rvs(size=(min(chunk, reps - i), n), random_state=rng)), target)[1]
+        for i in range(0, reps, chunk)
+    ]
+    return np.sort(np.concatenate(parts))
 
 
 def ks_pvalue(values: np.ndarray, target: Target, reps: int = KS_REPS) -> float:
@@ -241,8 +239,4 @@ def pit_w1_se(values: np.ndarray, target: Target, seed: int = 0) -> float:
     if x.size < 2:
         return floor
     resampled = x[np.random.default_rng(seed).integers(0, x.size, size=(PIT_BOOT_REPS, x.size))]
-    if target.integer:
-        per_rep = integer_pit_w1_ks(np.rint(resampled), target)[0]
-    else:
-        per_rep = _uniform_distances(np.sort(np.clip(target.law.cdf(resampled), 0.0, 1.0), axis=1))[0]
-    return max(float(per_rep.std(ddof=1)), floor)
+    return max(float(pit_w1_rows(resampled, target).std(ddof=1)), floor)

@@ -110,13 +110,13 @@ def active_generation_config(generation_config: Mapping[str, Any], gen: Mapping[
     return out
 
 
-def needs_thinking_default(model: str, model_args: str | None) -> bool:
-    """Whether calbench adds ``enable_thinking=False`` to these ``--model_args``."""
+def needs_thinking_default(model: str, model_args: str | Mapping[str, Any] | None) -> bool:
+    """Whether calbench adds ``enable_thinking=False`` to these ``--model_args`` (text or parsed)."""
+    given = model_args if isinstance(model_args, Mapping) else str(model_args or "")
     return (
         model in THINKING_BACKENDS
         and bool(model_args)
-        and "enable_thinking" not in str(model_args)
-        and "chat_template_args" not in str(model_args)
+        and not any(key in given for key in ("enable_thinking", "chat_template_args"))
     )
 
 

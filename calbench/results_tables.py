@@ -114,14 +114,26 @@ def transfer_tasks(results: Mapping[str, Any]) -> list[str]:
     return [t for t in results.get("results", {}) if t.startswith(prefixes)]
 
 
+def args_dict(value: str | Mapping[str, Any] | None) -> dict[str, Any]:
+    """lm-eval's ``k=v,k2=v2`` arguments (or an already parsed mapping) as a dict."""
+    if not value:
+        return {}
+    if isinstance(value, str):
+        from lm_eval.utils import simple_parse_args_string
+
+        return dict(simple_parse_args_string(value))
+    return dict(value)
+
+
+def model_args(results: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``--model_args`` of an lm-eval results dict, as a dict."""
+    return args_dict(results.get("config", {}).get("model_args"))
+
+
 def model_label(results: Mapping[str, Any]) -> str:
     """A readable name for the evaluated system: the adapter, the model folder, or the backend."""
     config = results.get("config", {})
-    args = config.get("model_args") or {}
-    if isinstance(args, str):
-        from lm_eval.utils import simple_parse_args_string
-
-        args = simple_parse_args_string(args)
+    args = model_args(results)
     for key in ("peft", "lora_local_path", "pretrained"):
         if args.get(key):
             return Path(str(args[key]).rstrip("/")).name + (" + adapter" if key != "pretrained" else "")

@@ -9,7 +9,6 @@ defaults, so every lm-eval flag keeps working.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -63,9 +62,9 @@ def evaluate(
     """
     from lm_eval import simple_evaluate
     from lm_eval.loggers import EvaluationTracker
-    from lm_eval.utils import simple_parse_args_string
 
     from calbench.reference_lms import register
+    from calbench.results_tables import args_dict
 
     offline_defaults()
     register()
@@ -76,7 +75,7 @@ def evaluate(
     # tokenizer's terminator from `pretrained`) and the run's metadata.
     # calbench's run metadata (a reference's terminator: it has no tokenizer) under the user's.
     given = dict(metadata or {})
-    metadata = {**(simple_parse_args_string(model_args) if model_args else {}), **run_metadata(model)}
+    metadata = {**args_dict(model_args), **run_metadata(model)}
     if num_samples:
         metadata["num_samples"] = num_samples
     metadata.update(given)
@@ -140,7 +139,7 @@ def lm_eval_args(args: Sequence[str], num_samples: int | None = None) -> argpars
         ns.output_path = str(DEFAULT_OUTPUT)
     ns.log_samples = True
     model = ns.model or "hf"
-    if ns.model_args and needs_thinking_default(model, json.dumps(ns.model_args)):
+    if ns.model_args and needs_thinking_default(model, ns.model_args):
         ns.model_args = {**ns.model_args, "enable_thinking": False}
     extra: dict[str, Any] = dict(run_metadata(model))
     if num_samples is not None:
@@ -154,7 +153,8 @@ def _fill_from_config(ns: argparse.Namespace, path: Path) -> None:
     """Take what ``--config`` sets and the command line does not (lm-eval lets the CLI win too),
     so calbench's defaults apply only where neither set anything."""
     import yaml
-    from lm_eval.utils import simple_parse_args_string
+
+    from calbench.results_tables import args_dict
 
     try:
         config = yaml.safe_load(path.read_text()) or {}
@@ -168,7 +168,7 @@ def _fill_from_config(ns: argparse.Namespace, path: Path) -> None:
             if key == "tasks" and isinstance(value, str):
                 value = [t.strip() for t in value.split(",") if t.strip()]
             if key in ("model_args", "metadata") and isinstance(value, str):
-                value = simple_parse_args_string(value)
+                value = args_dict(value)
             setattr(ns, key, value)
 
 

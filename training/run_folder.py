@@ -27,6 +27,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from calbench.leaderboard.records import atomic_write
 from calbench.training.config import TrainConfig
 
 RUN_FILE = "calbench_run.json"
@@ -60,10 +61,7 @@ def read_run(folder: Path) -> dict[str, Any] | None:
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write JSON atomically (a temporary file renamed over the target)."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    tmp.replace(path)
+    atomic_write(path, json.dumps(data, indent=2) + "\n")
 
 
 def checkpoints(folder: Path) -> list[tuple[int, Path]]:

@@ -40,7 +40,8 @@ class CalibrationTrainer(Trainer):
         self.method = method
         self.tau = tau
         self.tokens_seen = 0
-        self.add_callback(RunProgress(self))
+        self.progress = RunProgress(self)  # the run's tokens and time so far, across segments
+        self.add_callback(self.progress)
 
     def _get_train_sampler(self, *args: Any, **kwargs: Any) -> torch.utils.data.Sampler:
         # Family-balanced and seeded already: keep it (accelerate still shards it under DDP).
@@ -218,7 +219,7 @@ def run(config: TrainConfig) -> Path:
         trainer.accelerator.wait_for_everyone()
         if not first:
             checkpoint = run_folder.decided(resolved)
-    progress = next(c for c in trainer.callback_handler.callbacks if isinstance(c, RunProgress))
+    progress = trainer.progress
     progress.before = run_folder.progress_of(checkpoint)
     if checkpoint is not None:
         print(f"calbench train: resuming from {checkpoint}", flush=True)

@@ -57,11 +57,7 @@ def package_versions(names: Sequence[str] = PACKAGES) -> dict[str, str]:
 
 def _generation_settings(results: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """(task, generation settings) of each generating task: its YAML's, with ``--gen_kwargs`` over them."""
-    override = results.get("config", {}).get("gen_kwargs") or {}
-    if isinstance(override, str):
-        from lm_eval.utils import simple_parse_args_string
-
-        override = simple_parse_args_string(override)
+    override = results_tables.args_dict(results.get("config", {}).get("gen_kwargs"))
     return [
         (task, {**task_config.get("generation_kwargs", {}), **override})
         for task, task_config in results.get("configs", {}).items()
@@ -99,10 +95,10 @@ def check_generation_config(results: Mapping[str, Any], source: str = "run") -> 
     ``calbench-hf`` samples pure T=1 with its own sampler, which reads no generation config.
     """
     backend = results.get("config", {}).get("model")
-    pretrained = _model_args(results).get("pretrained")
+    pretrained = results_tables.model_args(results).get("pretrained")
     if backend not in GENERATION_CONFIG_BACKENDS or not pretrained:
         return
-    path = _generation_config_file(str(pretrained), _model_args(results).get("revision"))
+    path = _generation_config_file(str(pretrained), results_tables.model_args(results).get("revision"))
     if path is None:
         return  # a hub model not in this machine's cache: nothing here to check against
     try:
@@ -154,15 +150,6 @@ def _weights_hash(folder: str | None) -> str | None:
     for f in files:
         digest.update(f.name.encode() + _sha256(f).encode())
     return digest.hexdigest()[:16]
-
-
-def _model_args(results: Mapping[str, Any]) -> dict[str, Any]:
-    args = results.get("config", {}).get("model_args") or {}
-    if isinstance(args, str):
-        from lm_eval.utils import simple_parse_args_string
-
-        args = simple_parse_args_string(args)
-    return dict(args)
 
 
 def _calbench_commit() -> str | None:
@@ -260,7 +247,7 @@ def build_record(
             raise RefusedRunError(f"{path}: not a readable lm-eval results file ({err})") from err
         check_run(results, str(path))
         check_generation_config(results, str(path))
-        config, args = results.get("config", {}), _model_args(results)
+        config, args = results.get("config", {}), results_tables.model_args(results)
         pretrained = args.get("pretrained")
         adapter = args.get("peft") or args.get("lora_local_path")
         system = (config.get("model"), pretrained and Path(str(pretrained)).name, adapter)
@@ -298,7 +285,8 @@ def build_record(
     return record
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file renamed over it: never half written."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
@@ -312,8 +300,8 @@ def save_record(record: Mapping[str, Any], folder: Path) -> Path:
     samples = {t: e.pop("samples") for t, e in head["tasks"].items() if "samples" in e}
     path = folder / f"{record['name']}.json"
     if samples:
-        _atomic_write(folder / "samples" / path.name, json.dumps(samples, sort_keys=True, separators=(",", ":")) + "\n")
-    _atomic_write(path, json.dumps(head, indent=1, sort_keys=True) + "\n")
+        atomic_write(folder / "samples" / path.name, json.dumps(samples, sort_keys=True, separators=(",", ":")) + "\n")
+    atomic_write(path, json.dumps(head, indent=1, sort_keys=True) + "\n")
     return path
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from tabulate import tabulate
 
 from calbench.leaderboard import plots
-from calbench.leaderboard.records import RefusedRunError, load_records
+from calbench.leaderboard.records import RefusedRunError, atomic_write, load_records
 from calbench.leaderboard.score import (
     LIKELIHOOD_TASKS,
     SAMPLING_TASKS,
@@ -187,10 +187,7 @@ def update_card(adapter: Path, names: Sequence[str], results_dir: Path) -> Path:
     card = Path(adapter) / "README.md"
     if not card.is_file():
         raise RefusedRunError(f"{adapter} has no model card (README.md): is it an adapter calbench trained?")
-    text = splice_card(card.read_text(), card_evaluation([by_name[n] for n in names]))
-    tmp = card.with_name("README.md.tmp")
-    tmp.write_text(text)
-    tmp.replace(card)
+    atomic_write(card, splice_card(card.read_text(), card_evaluation([by_name[n] for n in names])))
     return card
 
 
