@@ -202,8 +202,14 @@ class Target:
 
     @cached_property
     def law(self) -> Any:
-        """The frozen ``scipy.stats`` distribution."""
-        return self.family.scipy(**self.params)
+        """The frozen ``scipy.stats`` distribution; parameters too extreme for floating point
+        (lognormal mu=800: e^mu overflows) raise ``InvalidParametersError`` naming them."""
+        try:
+            return self.family.scipy(**self.params)
+        except (OverflowError, ZeroDivisionError, ValueError) as err:
+            raise InvalidParametersError(
+                f"{self.key}: these parameters are too extreme to build the law in floating point ({err})"
+            ) from None
 
     @property
     def integer(self) -> bool:
@@ -658,17 +664,22 @@ FAMILIES: dict[str, Family] = {
 def ppf(law: Any, q: float | Sequence[float] | np.ndarray) -> np.ndarray:
     """The law's quantile function F^{-1}(q) = min{x : F(x) >= q}, safe for every family.
 
+    For 0 < q < 1 the result lies in the support (scipy's geometric p=1 lands below it).
     scipy's discrete ``ppf`` can give up (skellam(8.5, 12).ppf(0.1008) raises "updating
     stopped, endless loop"); integer laws then fall back to a search over the CDF on
     mean ± 50 standard deviations, clipped to the support.
     """
     q = np.asarray(q, dtype=float)
+    lo, hi = law.support()
     try:
-        return np.asarray(law.ppf(q), dtype=float)
+        # A degenerate law (geometric p=1) divides by log(0) in scipy's formula and lands
+        # below the support: the quantile is the support's first point.
+        with np.errstate(divide="ignore"):
+            raw = np.asarray(law.ppf(q), dtype=float)
+        return np.where((q > 0) & (q < 1), np.clip(raw, lo, hi), raw)
     except RuntimeError:
         if not hasattr(law.dist, "pmf"):
             raise
-    lo, hi = law.support()
     mean, sd = float(law.mean()), float(law.std())
     ks = np.arange(max(lo, math.floor(mean - 50 * sd)), min(hi, math.ceil(mean + 50 * sd)) + 1)
     cdf = law.cdf(ks)

@@ -20,7 +20,7 @@ from scipy import stats
 from calbench.families import Target, ppf
 from calbench.stats import seed_for
 
-FLOOR_REPS = 400  # Monte-Carlo replicates behind the oracle floor
+FLOOR_REPS = 4000  # Monte-Carlo replicates behind the oracle floor (its SE enters excess_w1's)
 BOOT_REPS = 200  # bootstrap replicates behind a W1 standard error
 MIN_EXPECTED = 5.0  # chi-square cells are pooled until each expects at least this many
 

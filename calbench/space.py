@@ -3,10 +3,17 @@
 For a law P, ``decimals`` d and a cap ``max_bins``:
 
 * continuous laws: ``lower = ppf(0.001)``, ``upper = ppf(0.999)``, intersected with the
-  support; the lattice of step 10^-d between them, thinned to ``max_bins`` evenly
-  spaced lattice points when longer; strings ``f"{x:.{d}f}"``;
+  support; the lattice of step 10^-d between them, bounds included and computed exactly
+  (a bound within floating-point noise of a lattice point, max(1e-9, 1e-12 |k|) steps
+  for k steps from 0, is that point: 19.96043 * 1e5 is 1996042.9999999998), thinned to ``max_bins`` evenly spaced lattice
+  points when longer; strings ``f"{x:.{d}f}"``;
 * integer laws: the support, cut to ``[floor(ppf(0.001)), ceil(ppf(0.999))]`` on each
-  unbounded side, with the same thinning; strings are plain integers.
+  unbounded side, never thinned (every valid integer answer keeps its mass); a degenerate
+  law (geometric p=1) has a one-point space; strings are plain integers.
+
+A law whose range cannot be written on the lattice (more than ``MAX_STEPS`` steps from 0,
+or more than ``MAX_INTEGERS`` integer values) raises ``InvalidParametersError`` naming its
+parameters.
 
 Bin edges are the midpoints between consecutive points, closed by ``lower`` and
 ``upper`` (``lo - 1/2`` and ``hi + 1/2`` for integers); a point's mass is the law's mass
@@ -21,12 +28,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from calbench.families import Target, ppf
+from calbench.families import InvalidParametersError, Target, ppf
 
 TAIL = 0.001
 DEFAULT_DECIMALS = 5
 EVAL_MAX_BINS = 1001  # soft target and evaluation references
 HARD_MAX_BINS = 16384  # hard (sampled) target
+MAX_STEPS = 2**53  # lattice indices stay exact integers in floating point below this
+MAX_INTEGERS = 10**6  # integer values of one space (the largest grid point has 2,429)
+SNAP, SNAP_REL = 1e-9, 1e-12  # a bound this close to a lattice point (in steps; relative) is on it
 
 
 @dataclass(frozen=True)
@@ -89,6 +99,19 @@ def _lattice(lo_k: int, hi_k: int, max_bins: int) -> np.ndarray:
     return lo_k + np.linspace(0, size - 1, max_bins).astype(np.int64)
 
 
+def _lattice_bound(x: float, scale: int, up: bool) -> int:
+    """ceil(x * scale) (``up``) or floor(x * scale), with a bound on a lattice point kept exactly."""
+    k = x * scale
+    nearest = round(k)
+    if abs(k - nearest) <= max(SNAP, SNAP_REL * abs(k)):
+        return int(nearest)
+    return math.ceil(k) if up else math.floor(k)
+
+
+def _too_wide(target: Target, why: str) -> InvalidParametersError:
+    return InvalidParametersError(f"{target.key}: these parameters are too extreme for a canonical space ({why})")
+
+
 def _mass_between(law: object, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """P(a < X <= b), from the CDF below the median and the survival function above it."""
     fa, fb = law.cdf(a), law.cdf(b)  # type: ignore[attr-defined]
@@ -107,10 +130,15 @@ def canonical_space(target: Target, decimals: int = DEFAULT_DECIMALS, max_bins: 
     law = target.law
     s_lo, s_hi = target.support()
     q_lo, q_hi = (float(v) for v in ppf(law, [TAIL, 1 - TAIL]))
+    if not (math.isfinite(q_lo) and math.isfinite(q_hi)):
+        raise _too_wide(target, f"its 0.1% and 99.9% quantiles are {q_lo:g} and {q_hi:g}")
     if target.integer:
         lo = int(s_lo) if math.isfinite(s_lo) else math.floor(q_lo)
         hi = int(s_hi) if math.isfinite(s_hi) else math.ceil(q_hi)
-        ks = _lattice(lo, hi, max_bins)
+        hi = max(hi, lo)  # a degenerate law: one point
+        if hi - lo + 1 > MAX_INTEGERS:
+            raise _too_wide(target, f"{hi - lo + 1} integer values between {lo} and {hi}, more than {MAX_INTEGERS}")
+        ks = np.arange(lo, hi + 1, dtype=np.int64)  # integer supports are never thinned
         values = ks.astype(float)
         strings = [str(k) for k in ks.tolist()]
         lower, upper = lo - 0.5, hi + 0.5
@@ -119,7 +147,11 @@ def canonical_space(target: Target, decimals: int = DEFAULT_DECIMALS, max_bins: 
     else:
         lower, upper = max(q_lo, s_lo), min(q_hi, s_hi)
         scale = 10**decimals
-        lo_k, hi_k = math.ceil(lower * scale), math.floor(upper * scale)
+        if max(abs(lower), abs(upper)) * scale >= MAX_STEPS:
+            raise _too_wide(
+                target, f"its 99.9% range [{lower:g}, {upper:g}] lies beyond 2^53 steps of 10^-{decimals}"
+            )
+        lo_k, hi_k = _lattice_bound(lower, scale, up=True), _lattice_bound(upper, scale, up=False)
         if lo_k > hi_k:  # the whole range is narrower than one lattice step
             lo_k = hi_k = round((lower + upper) / 2 * scale)
             if not s_lo <= lo_k / scale <= s_hi:
@@ -133,8 +165,9 @@ def canonical_space(target: Target, decimals: int = DEFAULT_DECIMALS, max_bins: 
     edges = np.concatenate([[lower], (values[1:] + values[:-1]) / 2, [upper]])
     if integer_edges:
         edges = np.floor(edges)
-    masses = _mass_between(law, edges[:-1], edges[1:])
-    masses[0] += float(law.cdf(edges[0]))
-    masses[-1] += float(law.sf(edges[-1]))
+    with np.errstate(divide="ignore"):  # log(1 - p) = -inf for a degenerate law is exact
+        masses = _mass_between(law, edges[:-1], edges[1:])
+        masses[0] += float(law.cdf(edges[0]))
+        masses[-1] += float(law.sf(edges[-1]))
     masses = masses / masses.sum()
     return Space(tuple(strings), values, masses, decimals, max_bins)

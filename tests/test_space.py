@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import re
+import warnings
 from decimal import Decimal
 
 import numpy as np
@@ -10,7 +12,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from calbench.families import make_target
+from calbench.families import FAMILIES, InvalidParametersError, make_target
 from calbench.parse import in_support
 from calbench.space import canonical_space, format_lattice
 
@@ -168,3 +170,100 @@ def test_format_lattice_arrays_are_exact(ks: list[int], small: int, decimals: in
     ks = [*ks, small, 0, -1, 10**decimals]
     got = format_lattice(np.array(ks, dtype=np.int64), decimals)
     assert got == [f"{Decimal(k).scaleb(-decimals):.{decimals}f}" for k in ks]
+
+
+def _exact_upper_k(a: float, b: float, decimals: int) -> int:
+    """floor(10^d * (a + 0.999 (b - a))) in exact decimal arithmetic (the prompt's values are decimals)."""
+    upper = Decimal(repr(a)) + Decimal("0.999") * (Decimal(repr(b)) - Decimal(repr(a)))
+    return int((upper.scaleb(decimals)).to_integral_value(rounding="ROUND_FLOOR"))
+
+
+def _exact_lower_k(a: float, b: float, decimals: int) -> int:
+    lower = Decimal(repr(a)) + Decimal("0.001") * (Decimal(repr(b)) - Decimal(repr(a)))
+    return int((lower.scaleb(decimals)).to_integral_value(rounding="ROUND_CEILING"))
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "decimals", "first", "last"),
+    [(10.4, 19.97, 5, "10.40957", "19.96043"), (-5, -4, 3, "-4.999", "-4.001")],
+)
+def test_lattice_points_on_the_bounds_belong_to_the_space(
+    a: float, b: float, decimals: int, first: str, last: str
+) -> None:
+    # 19.96043 * 1e5 is 1996042.9999999998 in floating point: the bound is a lattice point all the same.
+    space = canonical_space(make_target("uniform", {"a": a, "b": b}), decimals=decimals, max_bins=10**6)
+    assert (space.strings[0], space.strings[-1]) == (first, last)
+    assert len(space) == _exact_upper_k(a, b, decimals) - _exact_lower_k(a, b, decimals) + 1
+
+
+def test_uniform_grid_bounds_match_exact_decimal_arithmetic() -> None:
+    # Every uniform grid point of every split, checked against Decimal (not the code's floats).
+    checked = 0
+    for split in ("train", "unseen", "heldout"):
+        for target in FAMILIES["uniform"].points(split):
+            a, b = target.params["a"], target.params["b"]
+            space = canonical_space(target, max_bins=10**7)
+            lo_k, hi_k = _exact_lower_k(a, b, 5), _exact_upper_k(a, b, 5)
+            assert space.strings[0] == f"{Decimal(lo_k).scaleb(-5):.5f}", target.key
+            assert space.strings[-1] == f"{Decimal(hi_k).scaleb(-5):.5f}", target.key
+            checked += 1
+    assert checked > 50
+
+
+def test_a_thinned_lattice_keeps_both_exact_ends() -> None:
+    space = canonical_space(make_target("uniform", {"a": 10.4, "b": 19.97}))  # 1001 of 955,087 points
+    assert len(space) == 1001
+    assert (space.strings[0], space.strings[-1]) == ("10.40957", "19.96043")
+
+
+def test_a_degenerate_law_has_a_one_point_space() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # scipy's log(1 - p) = -inf must not leak as a warning
+        space = canonical_space(make_target("geometric", {"p": 1}))
+    assert space.strings == ("1",)
+    np.testing.assert_array_equal(space.masses, [1.0])
+
+
+def test_integer_supports_are_never_thinned() -> None:
+    target = make_target("negative_binomial", {"r": 50, "p": 0.03})
+    space = canonical_space(target, max_bins=1001)
+    ks = np.arange(int(space.values[0]), int(space.values[-1]) + 1)
+    assert len(space) == 2429 and space.strings == tuple(str(k) for k in ks)
+    np.testing.assert_allclose(space.masses[1:-1], target.law.pmf(ks[1:-1]), rtol=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("family", "params", "named"),
+    [
+        ("lognormal", {"mu": 800, "sigma": 1}, "lognormal(mu=800,sigma=1)"),
+        ("pareto", {"alpha": 0.2, "xm": 1}, "pareto(alpha=0.2,xm=1)"),
+        ("student_t", {"nu": 0.05}, "student_t(nu=0.05)"),
+        ("f_distribution", {"d1": 0.2, "d2": 0.05}, "f_distribution(d1=0.2,d2=0.05)"),
+    ],
+)
+def test_extreme_parameters_get_an_error_naming_them(family: str, params: dict[str, float], named: str) -> None:
+    with pytest.raises(InvalidParametersError, match=re.escape(named) + ".*too extreme"):
+        canonical_space(make_target(family, params))
+
+
+def _triangular_quantile(a: Decimal, c: Decimal, b: Decimal, q: Decimal) -> Decimal:
+    """The triangular law's quantile in exact decimal arithmetic (50 digits)."""
+    if q < (c - a) / (b - a):
+        return a + (q * (b - a) * (c - a)).sqrt()
+    return b - ((1 - q) * (b - a) * (b - c)).sqrt()
+
+
+def test_triangular_grid_bounds_match_exact_decimal_arithmetic() -> None:
+    import decimal
+
+    with decimal.localcontext(decimal.Context(prec=50)):
+        for split in ("train", "unseen", "heldout"):
+            for target in FAMILIES["triangular"].points(split):
+                a, c, b = (Decimal(repr(target.params[k])) for k in ("a", "c", "b"))
+                lo = _triangular_quantile(a, c, b, Decimal("0.001")).scaleb(5).to_integral_value("ROUND_CEILING")
+                hi = _triangular_quantile(a, c, b, Decimal("0.999")).scaleb(5).to_integral_value("ROUND_FLOOR")
+                space = canonical_space(target, max_bins=10**7)
+                assert (space.strings[0], space.strings[-1]) == (
+                    f"{Decimal(lo).scaleb(-5):.5f}",
+                    f"{Decimal(hi).scaleb(-5):.5f}",
+                ), target.key
