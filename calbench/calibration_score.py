@@ -1,4 +1,5 @@
-"""A calibration score that does not depend on the number of samples per prompt (pure).
+"""The calibration score that ranks the leaderboard: it does not depend on the number of
+samples per prompt (pure).
 
 Per prompt with N responses, m of them valid (valid share v = m / N), the valid answers in
 their order are cut into k = floor(m / M_REF) disjoint chunks of M_REF = 50 (one chunk of
@@ -19,9 +20,10 @@ and the calibration score is 100 x the mean over the families of the mean over t
 Why it is n-free: v's estimate is unbiased at any N, and each chunk has M_REF valid answers
 whatever N is, so E[q] is the same at N = 100 and N = 10^5; more samples only add chunks
 (a smaller standard error). That holds once a prompt has M_REF valid answers: below, its one
-chunk is smaller and scored against exact sampling at its own size, which is not n-free (a
-leaderboard row should then be refused or flagged). An exact sampler scores about 100, a collapsed one or one that
-never answers in format 0. Standard errors: v's Agresti-Coull; the chunk qualities' spread
+chunk is smaller and scored against exact sampling at its own size, which is not n-free: the
+leaderboard (``calbench.leaderboard.score``) refuses rows with fewer than M_REF samples per
+prompt and shows the share of prompts below M_REF valid answers. An exact sampler scores
+about 100, a collapsed one or one that never answers in format 0. Standard errors: v's Agresti-Coull; the chunk qualities' spread
 over sqrt(k) (one chunk: the whole range's uniform spread 1/sqrt(12), conservative); in
 quadrature (delta method) for s, then across prompts and families.
 """
@@ -59,7 +61,8 @@ def chunk_quality(values: np.ndarray, target: Target) -> float:
     full, zero = pit.pit_floor(target, len(values)).q95, collapsed_distance(target)
     if zero <= full:  # a near-degenerate law: collapse is within exact sampling's range
         return float(w1 <= full)
-    return float(np.clip((zero - w1) / (zero - full), 0.0, 1.0))
+    # Rounded at 1e-12: a collapsed chunk's distance equals C up to floating-point noise.
+    return round(float(np.clip((zero - w1) / (zero - full), 0.0, 1.0)), 12)
 
 
 def prompt_score(values: Sequence[float], n: int, target: Target) -> Estimate:

@@ -699,6 +699,18 @@ def make_target(family: str, params: Mapping[str, float]) -> Target:
     return get_family(family).target(params)
 
 
+def target_from_key(key: str) -> Target:
+    """The target a ``Target.key`` names, e.g. ``gaussian(mu=3.5,sigma=3)`` (a clear error otherwise)."""
+    family, paren, inner = key.partition("(")
+    try:
+        if not (paren and inner.endswith(")")):
+            raise ValueError("expected family(name=value,...)")
+        params = {k: float(v) for k, v in (kv.split("=") for kv in inner[:-1].split(",") if kv)}
+    except ValueError as err:
+        raise InvalidParametersError(f"{key!r} is not a target key ({err})") from None
+    return make_target(family, params)
+
+
 def split_points(split: Split, selection: Literal["selected", "full"] = "full") -> list[Target]:
     """Every target of a split, family by family in table order.
 

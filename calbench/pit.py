@@ -36,11 +36,12 @@ def pit_intervals(values: np.ndarray, target: Target) -> tuple[np.ndarray, np.nd
     """[a_i, b_i] of each valid sample: [F(x), F(x)] for continuous laws, [F(x - 1), F(x)] for integer ones."""
     x = np.asarray(values, dtype=float)
     law = target.law
-    if not target.integer:
-        u = np.clip(law.cdf(x), 0.0, 1.0)
-        return u, u
-    k = np.rint(x)
-    return np.clip(law.cdf(k - 1), 0.0, 1.0), np.clip(law.cdf(k), 0.0, 1.0)
+    with np.errstate(over="ignore", divide="ignore"):  # far tails: F is 0 or 1, exactly what it returns
+        if not target.integer:
+            u = np.clip(law.cdf(x), 0.0, 1.0)
+            return u, u
+        k = np.rint(x)
+        return np.clip(law.cdf(k - 1), 0.0, 1.0), np.clip(law.cdf(k), 0.0, 1.0)
 
 
 def _ramps(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -226,6 +227,7 @@ def ks_at_n(values: np.ndarray, target: Target, n: int = KS_N, threshold: float 
 
 
 PIT_BOOT_REPS = 200  # bootstrap replicates behind a pit_w1 standard error
+SPREAD_REPS = 400  # exact-sampler replicates behind the spread that bounds it below (a spread, not a floor)
 
 
 def pit_w1_se(values: np.ndarray, target: Target, seed: int = 0) -> float:
@@ -235,7 +237,7 @@ def pit_w1_se(values: np.ndarray, target: Target, seed: int = 0) -> float:
     x = np.asarray(values, dtype=float)
     if x.size == 0:
         return float("nan")
-    floor = pit_floor(target, x.size).spread
+    floor = pit_floor(target, x.size, SPREAD_REPS).spread
     if x.size < 2:
         return floor
     resampled = x[np.random.default_rng(seed).integers(0, x.size, size=(PIT_BOOT_REPS, x.size))]

@@ -7,6 +7,7 @@ import math
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from calbench import cli, runner
@@ -26,7 +27,7 @@ def reference_results(tmp_path_factory):
     out = {}
     for model in ("calbench-oracle", "calbench-collapsed"):
         folder = tmp_path_factory.mktemp(model)
-        runner.evaluate(model, TASKS, num_samples=20, output_path=folder)
+        runner.evaluate(model, TASKS, num_samples=100, output_path=folder)
         out[model] = sorted(folder.rglob("results_*.json"))
     return out
 
@@ -92,18 +93,18 @@ def test_family_score_by_hand():
     assert score.family_score(Estimate(0.0, 0.01), Estimate(math.nan, 0), Estimate(math.nan, 0)) == Estimate(0.0, 0.0)
 
 
-def test_calibration_score_by_hand(records):
+def test_threshold_score_by_hand(records):
     record = copy.deepcopy(records[0])
     for split in score.NUMERIC_SPLITS:
         for metrics in record["tasks"][score.SAMPLING_TASKS[split]]["families"].values():
             metrics.update(valid_rate=[1.0, 0.0], w1=[0.5, 0.0], excess_w1=[0.0, 0.0])
-    assert score.calibration_score(record).value == pytest.approx(100.0)
+    assert score.threshold_score(record).value == pytest.approx(100.0)
     # the six held-out families answer nothing: 24 of 30 families score 1
     for metrics in record["tasks"]["calbench_numeric_heldout"]["families"].values():
         metrics.update(valid_rate=[0.0, 0.0], w1=[None, None], excess_w1=[None, None])
-    assert score.calibration_score(record).value == pytest.approx(100 * 24 / 30)
+    assert score.threshold_score(record).value == pytest.approx(100 * 24 / 30)
     del record["tasks"]["calbench_numeric_heldout"]
-    assert math.isnan(score.calibration_score(record).value)
+    assert math.isnan(score.threshold_score(record).value)
 
 
 def test_record_contents(records):
@@ -111,21 +112,21 @@ def test_record_contents(records):
     assert oracle["model"]["backend"] == "calbench-oracle"
     assert oracle["seeds"]["random_seed"] == 0 and oracle["packages"]["lm_eval"]
     unseen = oracle["tasks"]["calbench_numeric_unseen"]
-    assert unseen["samples_per_prompt"] == 20 and unseen["version"] == 1 and unseen["prompts"] == 24
+    assert unseen["samples_per_prompt"] == 100 and unseen["version"] == 1 and unseen["prompts"] == 24
     assert unseen["generation"]["temperature"] == 1.0
     assert set(unseen["families"]) == {f for f, fam in FAMILIES.items() if not fam.heldout}
-    assert len(unseen["samples"]) == 24 and all(len(p["values"]) == 20 for p in unseen["samples"])
-    cs_oracle, cs_collapsed = (score.calibration_score(r) for r in records)
+    assert len(unseen["samples"]) == 24 and all(len(p["values"]) == 100 for p in unseen["samples"])
+    cs_oracle, cs_collapsed = (score.threshold_score(r) for r in records)
     assert cs_oracle.value > 90
     assert cs_collapsed.value < cs_oracle.value - 20
     for record, cs in zip(records, (cs_oracle, cs_collapsed), strict=True):
-        expected = _calibration_score_by_hand(record)
+        expected = _threshold_score_by_hand(record)
         assert cs.value == pytest.approx(expected.value, rel=1e-12)
         assert cs.se == pytest.approx(expected.se, rel=1e-12)
-        assert cs.se > 0  # 20 samples per prompt: every valid rate and W1 has a positive standard error
+        assert cs.se > 0  # 100 samples per prompt: every valid rate and W1 has a positive standard error
 
 
-def _calibration_score_by_hand(record):
+def _threshold_score_by_hand(record):
     """CS and its standard error from the record's stored family pairs, by the formula in
     calbench.leaderboard.score's docstring: s_f = v min(1, (floor + z95 se(w1)) / w1), the
     delta method per family, then 100 x the mean over the 30 families, errors in quadrature."""
@@ -144,6 +145,70 @@ def _calibration_score_by_hand(record):
     return Estimate(
         100 * sum(p for p, _ in parts) / len(parts), 100 * math.sqrt(sum(se**2 for _, se in parts)) / len(parts)
     )
+
+
+def test_score_is_the_n_free_score_of_the_stored_samples(records):
+    from calbench import calibration_score as n_free
+    from calbench.families import make_target
+
+    oracle, collapsed = (score.calibration_score(r) for r in records)
+    assert oracle.value > 95 and oracle.value + Z95 * oracle.se >= 99  # about 100
+    assert collapsed.value == pytest.approx(0.0, abs=1e-9)
+    for record in records:
+        by_family: dict = {}
+        for split in score.NUMERIC_SPLITS:
+            for p in record["tasks"][score.SAMPLING_TASKS[split]]["samples"]:
+                params = dict(kv.split("=") for kv in p["target"].split("(")[1].rstrip(")").split(","))
+                target = make_target(p["family"], {k: float(v) for k, v in params.items()})
+                by_family.setdefault(p["family"], []).append(n_free.prompt_score(p["values"], p["n"], target))
+        means = [sum(e.value for e in f) / len(f) for f in by_family.values()]
+        assert len(means) == 30
+        assert score.calibration_score(record).value == pytest.approx(100 * sum(means) / 30, rel=1e-12)
+
+
+def test_rows_below_the_reference_size_are_marked(records):
+    short = copy.deepcopy(records[0])
+    for split in score.NUMERIC_SPLITS:
+        task = short["tasks"][score.SAMPLING_TASKS[split]]
+        task["samples_per_prompt"] = 20
+        for p in task["samples"]:
+            p["values"], p["n"] = p["values"][:20], 20
+    assert score.calibration_score(short) == "too few samples (20 < 50)"
+    assert score.ks_at_n(short) == "too few samples (20 < 100)"
+    assert [r["name"] for r in score.ranked([short, records[1]])] == ["collapsed", "oracle"]  # unscored last
+    few = copy.deepcopy(records[0])
+    first = few["tasks"]["calbench_numeric_unseen"]["samples"][0]
+    first["values"] = first["values"][:10]  # 10 valid of 100: below the 50 a chunk needs
+    assert score.below_reference(few).value == pytest.approx(1 / 42)
+    assert score.below_reference(records[0]).value == 0
+
+
+def test_valid_rate_ks_and_pit_from_samples(records):
+    oracle, collapsed = records
+    assert score.valid_rate(oracle).value == 1.0
+    assert score.ks_at_n(oracle).value > 0.9  # exact draws pass at p > 1e-4 (one in 10^4 fails)
+    assert score.ks_at_n(collapsed).value < 0.1  # only the Bernoulli prompts' collapse escapes the test
+    assert score.mean_pit_w1(oracle).value < 0.05 < 0.2 < score.mean_pit_w1(collapsed).value <= 0.5
+    record = copy.deepcopy(oracle)
+    task = record["tasks"]["calbench_numeric_heldout"]
+    for p in task["samples"]:
+        p["values"] = p["values"][:25]  # a quarter valid in every held-out prompt
+    # 24 unseen families at 1, 6 held-out at 1/4, each family pooled over its prompts
+    assert score.valid_rate(record).value == pytest.approx((24 + 6 * 0.25) / 30)
+
+
+def test_pit_histogram_by_hand():
+    hist = plots.pit_histogram([(np.array([0.0, 0.25, 1.0]), np.array([0.5, 0.25, 1.0]))], bins=2)
+    # [0, 0.5] spread over the first bin, 0.25 in the first, 1.0 in the last: masses 2/3, 1/3
+    np.testing.assert_allclose(hist, [2 / 3 * 2, 1 / 3 * 2])
+    u = np.random.default_rng(0).random(200_000)
+    np.testing.assert_allclose(plots.pit_histogram([(u, u)]), 1.0, atol=0.03)
+
+
+def test_a_task_in_two_results_files_is_refused(reference_results):
+    (results,) = reference_results["calbench-oracle"][:1]
+    with pytest.raises(RefusedRunError, match="in two of the results files"):
+        run_records.build_record("x", "reference", [results, results], "cmd")
 
 
 def test_limited_run_is_refused(tmp_path):
@@ -175,7 +240,7 @@ def test_render_and_store_round_trip(records, reference_results, tmp_path):
     assert re.search(r"\| 1 +\| oracle +\|", board) and re.search(r"\| 2 +\| collapsed +\|", board)  # by CS
     assert "calbench eval oracle" in board
     headline = (tmp_path / "tables" / "headline.csv").read_text().splitlines()
-    assert headline[0].startswith("#,system,type,CS ↑") and headline[1].startswith("1,oracle,reference,")
+    assert headline[0].startswith("#,system,type,score ↑") and headline[1].startswith("1,oracle,reference,")
     assert (tmp_path / "tables" / "tiers.csv").is_file()
     top = readme.read_text()
     assert top.startswith("intro\n<!-- leaderboard:start -->\n| #") and top.endswith("<!-- leaderboard:end -->\nrest\n")
@@ -195,12 +260,13 @@ def test_plots_are_written_and_open(records, tmp_path):
 
     paths = plots.draw_all(records, tmp_path)
     assert [p.relative_to(tmp_path).as_posix() for p in paths] == plots.plot_paths(records)
-    assert len(paths) == 1 + len(FAMILIES)
-    for path in (paths[0], tmp_path / "plots" / "families" / "binomial.png"):
+    assert len(paths) == 2 + len(FAMILIES)
+    for path in (paths[0], paths[1], tmp_path / "plots" / "families" / "binomial.png"):
         image = matplotlib.image.imread(path)
         assert image.ndim == 3 and image.shape[0] > 100
 
 
+@pytest.mark.slow  # re-scores every committed row from its stored samples (about a minute)
 def test_committed_leaderboard_is_reproduced_byte_for_byte():
     records = run_records.load_records(BOARD / "results")
     assert records, "no committed run records"

@@ -1,5 +1,6 @@
-"""Leaderboard plots (matplotlib, the ``plots`` extra): a ranking chart and, per family, each
-system's samples against the target density or pmf."""
+"""Leaderboard plots (matplotlib, the ``plots`` extra): a ranking chart, each system's PIT
+histogram (all 30 families at once), and, per family, each system's samples against the
+target density or pmf."""
 
 from __future__ import annotations
 
@@ -10,11 +11,14 @@ from typing import Any
 
 import numpy as np
 
-from calbench.families import FAMILIES, make_target, ppf
-from calbench.leaderboard.score import SAMPLING_TASKS, calibration_score, ranked
-from calbench.stats import Z95
+from calbench import pit
+from calbench.families import FAMILIES, ppf, target_from_key
+from calbench.leaderboard.score import SAMPLING_TASKS, calibration_score, prompts, ranked
+from calbench.stats import Z95, Estimate
 
 RANKING = "plots/ranking.png"
+PIT = "plots/pit.png"
+PIT_BINS = 20
 
 
 def _first_prompt(record: Mapping[str, Any], family: str) -> dict[str, Any] | None:
@@ -27,7 +31,7 @@ def _first_prompt(record: Mapping[str, Any], family: str) -> dict[str, Any] | No
 def plot_paths(records: Sequence[Mapping[str, Any]]) -> list[str]:
     """Relative paths of the plots ``draw_all`` writes for these records (ranking first)."""
     families = [f for f in FAMILIES if any(_first_prompt(r, f) for r in records)]
-    return [RANKING, *(f"plots/families/{f}.png" for f in families)]
+    return [RANKING, PIT, *(f"plots/families/{f}.png" for f in families)]
 
 
 def _save(fig: Any, path: Path) -> None:
@@ -38,25 +42,68 @@ def _save(fig: Any, path: Path) -> None:
 def draw_ranking(records: Sequence[Mapping[str, Any]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
-    order = [r for r in ranked(records) if math.isfinite(calibration_score(r).value)]
-    scores = [calibration_score(r) for r in order]
+    scored = [(r, s) for r in ranked(records) if isinstance(s := calibration_score(r), Estimate)]
+    order = [r for r, s in scored if math.isfinite(s.value)]
+    scores = [s for _, s in scored if math.isfinite(s.value)]
     fig, ax = plt.subplots(figsize=(7, 0.5 * len(order) + 1.2))
     y = np.arange(len(order))[::-1]
     ax.barh(y, [s.value for s in scores], color="#4c72b0", alpha=0.8)
     ax.errorbar([s.value for s in scores], y, xerr=[Z95 * s.se for s in scores], fmt="none", ecolor="black", capsize=3)
     ax.set_yticks(y, [r["name"] for r in order])
     ax.set_xlim(0, 105)
-    ax.set_xlabel("calibration score (CS, 0-100; bars: 95% interval)")
+    ax.set_xlabel("calibration score (0-100, sample-size-free; bars: 95% interval)")
     ax.set_title("calbench: numeric sampling, 30 families")
     fig.tight_layout()
     _save(fig, path)
     plt.close(fig)
 
 
+def pit_histogram(intervals: Sequence[tuple[np.ndarray, np.ndarray]], bins: int = PIT_BINS) -> np.ndarray:
+    """The density of the pooled PIT values on ``bins`` equal bins of [0, 1] (integer laws: each
+    sample spread uniformly over its non-randomized PIT interval [a, b], exactly); 1 everywhere
+    for an exact sampler."""
+    a = np.concatenate([lo for lo, _ in intervals]) if intervals else np.zeros(0)
+    b = np.concatenate([hi for _, hi in intervals]) if intervals else np.zeros(0)
+    if a.size == 0:
+        return np.full(bins, np.nan)
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    left, right = edges[None, :-1], edges[None, 1:]
+    width = (b - a)[:, None]
+    overlap = np.clip(np.minimum(b[:, None], right) - np.maximum(a[:, None], left), 0.0, None)
+    spread = np.where(width > 0, overlap / np.where(width > 0, width, 1.0), 0.0)
+    point = np.minimum(np.floor(a * bins).astype(int), bins - 1)  # a point PIT value's bin (u = 1: the last)
+    spread[width[:, 0] == 0] = 0.0
+    np.add.at(spread, (np.flatnonzero(width[:, 0] == 0), point[width[:, 0] == 0]), 1.0)
+    return spread.sum(axis=0) / a.size * bins
+
+
+def draw_pit(records: Sequence[Mapping[str, Any]], path: Path) -> None:
+    """One panel per system with valid answers: its PIT histogram against the flat line."""
+    import matplotlib.pyplot as plt
+
+    shown = []
+    for r in records:
+        rows = prompts(r)
+        intervals = [pit.pit_intervals(v, t) for fam in (rows or {}).values() for v, _, t in fam if v.size]
+        if intervals:
+            shown.append((r["name"], sum(a.size for a, _ in intervals), pit_histogram(intervals)))
+    fig, axes = plt.subplots(1, max(len(shown), 1), figsize=(2.6 * max(len(shown), 1), 2.6), squeeze=False)
+    centres = (np.arange(PIT_BINS) + 0.5) / PIT_BINS
+    for ax, (name, n, density) in zip(axes[0], shown, strict=False):
+        ax.bar(centres, density, width=1 / PIT_BINS, color="#4c72b0", alpha=0.8)
+        ax.axhline(1.0, color="black", lw=1)
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, max(3.0, float(np.nanmax(density)) * 1.05))
+        ax.set_title(f"{name}\n{n} valid answers", fontsize=8)
+        ax.tick_params(labelsize=7)
+    fig.suptitle("PIT values u = F(answer), 30 families pooled (exact sampling: the flat line)", fontsize=9)
+    fig.tight_layout()
+    _save(fig, path)
+    plt.close(fig)
+
+
 def _target_curve(target_key: str, family: str) -> tuple[np.ndarray, np.ndarray, bool]:
-    _, _, inner = target_key.partition("(")
-    params = {k: float(v) for k, v in (kv.split("=") for kv in inner.rstrip(")").split(","))}
-    target = make_target(family, params)
+    target = target_from_key(target_key)
     law = target.law
     lo, hi = (float(x) for x in ppf(law, [0.005, 0.995]))
     if target.integer:
@@ -107,6 +154,7 @@ def draw_all(records: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
     paths = plot_paths(records)
     order = ranked(records)
     draw_ranking(order, out / paths[0])
-    for rel in paths[1:]:
+    draw_pit(order, out / paths[1])
+    for rel in paths[2:]:
         draw_family(order, Path(rel).stem, out / rel)
     return [out / p for p in paths]

@@ -252,6 +252,8 @@ def build_record(
         adapter = args.get("peft") or args.get("lora_local_path")
         system = (config.get("model"), pretrained and Path(str(pretrained)).name, adapter)
         systems.add(system)
+        if len(systems) > 1:
+            raise RefusedRunError(f"{name}: the results files come from different systems: {sorted(map(str, systems))}")
         record["model"] = {
             "backend": config.get("model"),
             "pretrained": Path(str(pretrained)).name if pretrained and Path(str(pretrained)).is_dir() else pretrained,
@@ -264,6 +266,10 @@ def build_record(
         }
         record["seeds"] = {k: config.get(k) for k in ("random_seed", "numpy_seed", "torch_seed", "fewshot_seed")}
         for task, task_results in results["results"].items():
+            if task in record["tasks"]:
+                raise RefusedRunError(
+                    f"{name}: task {task} is in two of the results files (again in {path}): pass one run per task"
+                )
             task_config = results.get("configs", {}).get(task, {})
             entry = {
                 "version": results.get("versions", {}).get(task),
@@ -275,8 +281,6 @@ def build_record(
             if task in SAMPLING_TASKS.values():
                 entry["samples"] = _sample_values(samples_log(Path(path), task))
             record["tasks"][task] = entry
-    if len(systems) > 1:
-        raise RefusedRunError(f"{name}: the results files come from different systems: {sorted(map(str, systems))}")
     if drift is not None:
         record["drift"] = dict(drift)
     record["calbench_commit"] = _calbench_commit()

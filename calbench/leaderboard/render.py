@@ -21,20 +21,27 @@ from calbench.leaderboard.score import (
     LIKELIHOOD_TASKS,
     SAMPLING_TASKS,
     TIERS,
+    below_reference,
     calibration_score,
     drift_metric,
+    ks_at_n,
+    mean_pit_w1,
     ranked,
+    samples_per_prompt,
     task_metric,
+    threshold_score,
     tier_metric,
+    valid_rate,
 )
 from calbench.policy import arrow
 from calbench.results_tables import fmt
 from calbench.stats import Estimate
 
-Column = tuple[str, Callable[[Mapping[str, Any]], Estimate]]
+Cell = Estimate | str  # a value with its standard error, or why there is none
+Column = tuple[str, Callable[[Mapping[str, Any]], Cell]]
 
 
-def _column(label: str, metric: str, fn: Callable[[Mapping[str, Any]], Estimate]) -> Column:
+def _column(label: str, metric: str, fn: Callable[[Mapping[str, Any]], Cell]) -> Column:
     """A table column headed ``label`` and the metric's direction arrow (``calbench.policy``)."""
     return (f"{label} {arrow(metric)}", fn)
 
@@ -44,11 +51,22 @@ def _task_column(label: str, task: str, metric: str) -> Column:
 
 
 OE, MCQ = "calbench_open_ended", "calbench_mcq_balance"
+
+def _samples(record: Mapping[str, Any]) -> Cell:
+    n = samples_per_prompt(record)
+    return "n/a" if n is None else str(n)
+
+
 HEADLINE = (
-    _column("CS", "calibration_score", calibration_score),
+    _column("score", "calibration_score", calibration_score),
+    ("samples/prompt", _samples),
+    ("prompts < 50 valid", below_reference),
+    _column("valid_rate", "valid_rate", valid_rate),
+    _column("pit_w1", "pit_w1", mean_pit_w1),
+    _column("KS@100", "ks_at_n", ks_at_n),
     _task_column("unseen excess_w1_iqr median", SAMPLING_TASKS["unseen"], "excess_w1_iqr_median"),
     _task_column("held-out excess_w1_iqr median", SAMPLING_TASKS["heldout"], "excess_w1_iqr_median"),
-    _task_column("unseen valid_rate", SAMPLING_TASKS["unseen"], "valid_rate"),
+    _column("CS@n", "calibration_score", threshold_score),
     _task_column("unseen seq_kl", LIKELIHOOD_TASKS["unseen"], "seq_kl"),
     _task_column("open-ended support_90", OE, "support_90"),
     _task_column("MCQ tv_distance", MCQ, "tv_distance"),
@@ -62,7 +80,7 @@ def _table(
     headers = [*(["#"] if rank else []), "system", "type", *(c for c, _ in columns)]
     rows = []
     for i, r in enumerate(records, 1):
-        cells = [fmt(fn(r)) for _, fn in columns]
+        cells = [c if isinstance(c := fn(r), str) else fmt(c) for _, fn in columns]
         rows.append([*([str(i)] if rank else []), r["name"], r["type"], *cells])
     return headers, rows
 
@@ -131,12 +149,19 @@ def render(records: Sequence[Mapping[str, Any]], plot_files: Sequence[str] = ())
         "",
         "Rendered by `calbench leaderboard render` from the run records in `results/`; do not edit by hand.",
         "Value ± 95% interval half-width (1.96 standard errors); `n/a` where a system was not run on a task.",
-        "**CS** is calbench's calibration score (0-100, higher is better; see `calbench/leaderboard/score.py` and the",
-        "top-level README): per family, the valid rate times min(1, (floor + 1.96 SE) / W1), where floor is the",
-        "W1 that exact draws score at the same sample size; averaged over the 30 families. The excess W1",
-        "headline is the median over families (Cauchy's tails make single W1 values erratic at any n).",
-        "CS and excess W1 depend on the samples per prompt (the floor and the standard errors shrink as n",
-        "grows): compare rows evaluated at the same n (listed per row below); fewer samples favour a row.",
+        "**score** is calbench's calibration score (0-100, higher is better; `calbench/calibration_score.py`,",
+        "`calbench/leaderboard/score.py` and the top-level README), computed from each row's stored samples. Per",
+        "prompt: the valid share times the mean quality of disjoint chunks of 50 valid answers, a chunk's",
+        "quality being its PIT distance to uniform placed between exact sampling's 95th percentile (1) and a",
+        "collapse onto the median (0); averaged over prompts, then over the 30 families. It does not depend on",
+        "the samples per prompt, so rows compare; it needs 50 samples per prompt (\"too few samples\" below).",
+        "A prompt with fewer than 50 valid answers (column \"prompts < 50 valid\") is scored on what it has,",
+        "which is not sample-size-free; its part of the score is at most its valid share.",
+        "valid_rate, pit_w1 (PIT W1 to uniform, 0-0.5, the same scale for every family) and KS@100 (share of",
+        "prompts whose first 100 valid answers pass a KS test at p > 1e-4) are computed from the stored samples",
+        "too. CS@n is the former score (valid rate times min(1, (floor + 1.96 SE) / W1) per family): it",
+        "depends on the samples per prompt, so it is shown for reference only. The excess W1 columns are",
+        "medians over families (Cauchy's tails make single W1 values erratic at any n).",
         "",
     ]
     for key, (title, columns) in TABLES.items():
@@ -144,8 +169,10 @@ def render(records: Sequence[Mapping[str, Any]], plot_files: Sequence[str] = ())
         lines += [f"## {title}", "", tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True), ""]
         files[f"tables/{key}.csv"] = _csv(headers, rows)
     if plot_files:
-        lines += ["## Plots", "", f"![ranking]({plot_files[0]})", "", "Samples against the target, per family:", ""]
-        lines += [" · ".join(f"[{Path(p).stem}]({p})" for p in plot_files[1:]), ""]
+        lines += ["## Plots", "", f"![ranking]({plot_files[0]})", ""]
+        lines += ["Each system's PIT histogram (flat for exact sampling, whatever the family):", ""]
+        lines += [f"![PIT histograms]({plot_files[1]})", "", "Samples against the target, per family:", ""]
+        lines += [" · ".join(f"[{Path(p).stem}]({p})" for p in plot_files[2:]), ""]
     lines += ["## Systems and how to reproduce them", ""]
     for r in order:
         lines += [f"**{r['name']}** ({r['type']}): {_describe(r)}", "", "```bash", r["command"].strip(), "```", ""]

@@ -1,18 +1,30 @@
 """The leaderboard's numbers, read from run records: the calibration score and its parts (pure).
 
-The **calibration score** (CS, 0-100, higher is better) ranks systems on the numeric
-sampling tasks. Per family f (the 24 unseen-parameter families and the 6 held-out ones,
-each counted once)::
+The **calibration score** (0-100, higher is better) ranks systems on the numeric sampling
+tasks. It is ``calbench.calibration_score`` applied to the valid answers the record stores
+for each of the 42 selected prompts (24 unseen-parameter families, 6 held-out): per prompt,
+the valid share times the mean quality of disjoint chunks of 50 valid answers, each chunk's
+PIT distance to uniform placed between exact sampling's 95th percentile (full credit) and a
+collapse onto the median (none); averaged over each family's prompts, then over the 30
+families. It does not depend on the samples per prompt, so rows run at 200 and at 1000
+samples compare. A row needs at least ``M_REF`` (50) samples per prompt (below, no prompt can
+fill a chunk: "too few samples"); a prompt with fewer than 50 *valid* answers is scored on
+them against exact sampling at their number, which is not sample-size-free, so each row
+shows the share of such prompts (their part of the score is at most their valid share).
+
+Also from the stored samples: the valid rate, ``pit_w1`` (mean over families of the
+per-prompt PIT W1) and KS@100 (the share of prompts whose first 100 valid answers pass the
+KS test at p > 1e-4; "too few samples" below 100 samples per prompt).
+
+The former score, **CS@n** (secondary: it depends on the samples per prompt), is per family
+f::
 
     s_f = valid_rate_f * min(1, (floor_f + 1.96 se(w1_f)) / w1_f)   (0 without a valid sample)
-    CS  = 100 * mean_f s_f
+    CS@n = 100 * mean_f s_f
 
 where ``floor_f`` is what exact draws score at the same sample size (``w1 - excess_w1``)
-and ``se(w1_f)`` the standard error of the family's W1. A family whose W1 is within its
-95% interval of the floor (indistinguishable from exact sampling) scores its valid rate,
-so an exact sampler scores about 100 at any sample size; a model that answers every prompt
-but collapses onto its favourite answer scores the fraction of the attainable W1 it
-reaches; a model that never answers in format scores 0. The score's standard error
+and ``se(w1_f)`` the standard error of the family's W1: "is this family indistinguishable
+from exact sampling at this n?", which more samples make harder to pass. Its standard error
 propagates the families' standard errors of ``valid_rate`` and ``w1`` (delta method,
 families independent: ``stats.quadrature_mean``).
 """
@@ -23,8 +35,12 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from calbench.families import FAMILIES
-from calbench.stats import UNDEFINED, Z95, Estimate, quadrature_mean
+import numpy as np
+
+from calbench import calibration_score as n_free
+from calbench import pit
+from calbench.families import FAMILIES, Target, target_from_key
+from calbench.stats import UNDEFINED, Z95, Estimate, quadrature_mean, rate
 
 NUMERIC_SPLITS = ("unseen", "heldout")
 SAMPLING_TASKS = {s: f"calbench_numeric_{s}" for s in NUMERIC_SPLITS}
@@ -64,13 +80,99 @@ def family_score(valid: Estimate, w1: Estimate, excess: Estimate) -> Estimate:
     return Estimate(v * ratio, se)
 
 
-def calibration_score(record: Mapping[str, Any]) -> Estimate:
-    """CS = 100 x mean over the 30 families of s_f; undefined without both numeric sampling tasks."""
+def threshold_score(record: Mapping[str, Any]) -> Estimate:
+    """CS@n = 100 x mean over the 30 families of s_f; undefined without both numeric sampling tasks."""
     if not all(SAMPLING_TASKS[s] in record["tasks"] for s in NUMERIC_SPLITS):
         return UNDEFINED
     parts = [family_score(*(family_metric(record, f, m) for m in ("valid_rate", "w1", "excess_w1"))) for f in FAMILIES]
     mean = quadrature_mean(parts, nan="propagate")
     return Estimate(100 * mean.value, 100 * mean.se)
+
+
+Prompt = tuple[np.ndarray, int, Target]  # valid answers in order, responses, the law
+
+
+def prompts(record: Mapping[str, Any]) -> dict[str, list[Prompt]] | None:
+    """family -> its prompts' stored samples, over both numeric splits; None unless both
+    sampling tasks were run with their samples stored."""
+    out: dict[str, list[Prompt]] = {}
+    for split in NUMERIC_SPLITS:
+        task = record["tasks"].get(SAMPLING_TASKS[split])
+        if task is None or "samples" not in task:
+            return None
+        for p in task["samples"]:
+            out.setdefault(p["family"], []).append(
+                (np.asarray(p["values"], dtype=float), int(p["n"]), target_from_key(p["target"]))
+            )
+    return out
+
+
+def samples_per_prompt(record: Mapping[str, Any]) -> int | None:
+    """The fewest samples per prompt of the record's numeric sampling tasks (None if not run)."""
+    counts = [record["tasks"].get(t, {}).get("samples_per_prompt") for t in SAMPLING_TASKS.values()]
+    return min(counts) if all(counts) else None  # type: ignore[type-var]
+
+
+def _too_few(record: Mapping[str, Any], needed: int) -> str | None:
+    n = samples_per_prompt(record)
+    return f"too few samples ({n} < {needed})" if n is not None and n < needed else None
+
+
+def calibration_score(record: Mapping[str, Any]) -> Estimate | str:
+    """The sample-size-free calibration score (module docstring); "too few samples" below
+    ``M_REF`` samples per prompt; undefined without stored samples of both numeric splits."""
+    if (why := _too_few(record, n_free.M_REF)) is not None:
+        return why
+    rows = prompts(record)
+    return UNDEFINED if rows is None else n_free.calibration_score(rows)
+
+
+def below_reference(record: Mapping[str, Any]) -> Estimate:
+    """The share of prompts with fewer than ``M_REF`` valid answers (scored, but not n-free)."""
+    rows = prompts(record)
+    if rows is None:
+        return UNDEFINED
+    counts = [values.size for family in rows.values() for values, _, _ in family]
+    return Estimate(sum(c < n_free.M_REF for c in counts) / len(counts), 0.0)
+
+
+def valid_rate(record: Mapping[str, Any]) -> Estimate:
+    """Mean over the 30 families of each family's share of valid answers (stored samples)."""
+    rows = prompts(record)
+    if rows is None:
+        return UNDEFINED
+    families = []
+    for family in rows.values():
+        valid, n = sum(v.size for v, _, _ in family), sum(k for _, k, _ in family)
+        families.append(rate(valid, n))
+    return quadrature_mean(families, nan="propagate")
+
+
+def mean_pit_w1(record: Mapping[str, Any]) -> Estimate:
+    """Mean over the 30 families of the mean per-prompt ``pit_w1`` (undefined if a family has
+    no valid answer: the PIT of nothing is not a distance)."""
+    rows = prompts(record)
+    if rows is None:
+        return UNDEFINED
+    families = []
+    for family in rows.values():
+        per_prompt = [
+            Estimate(pit.pit_w1(*pit.pit_intervals(v, t)), pit.pit_w1_se(v, t)) if v.size else UNDEFINED
+            for v, _, t in family
+        ]
+        families.append(quadrature_mean(per_prompt, nan="propagate"))
+    return quadrature_mean(families, nan="propagate")
+
+
+def ks_at_n(record: Mapping[str, Any], n: int = pit.KS_N) -> Estimate | str:
+    """KS@N over the 42 prompts: the share whose first ``n`` valid answers pass the KS test."""
+    if (why := _too_few(record, n)) is not None:
+        return why
+    rows = prompts(record)
+    if rows is None:
+        return UNDEFINED
+    passed = [pit.ks_at_n(v, t, n) for family in rows.values() for v, _, t in family]
+    return rate(sum(passed), len(passed))
 
 
 def tier_metric(record: Mapping[str, Any], tier: int, metric: str) -> Estimate:
@@ -96,7 +198,8 @@ def ranked(records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Highest calibration score first; systems without one last, by name."""
 
     def key(r: Mapping[str, Any]) -> tuple[bool, float, str]:
-        cs = calibration_score(r).value
+        score = calibration_score(r)
+        cs = score.value if isinstance(score, Estimate) else math.nan
         return (not math.isfinite(cs), -cs if math.isfinite(cs) else 0.0, r["name"])
 
     return sorted(records, key=key)
