@@ -24,7 +24,7 @@ chunk is smaller and scored against exact sampling at its own size, which is not
 leaderboard (``calbench.leaderboard.score``) refuses rows with fewer than M_REF samples per
 prompt and shows the share of prompts below M_REF valid answers. An exact sampler scores
 about 100, a collapsed one or one that never answers in format 0. Standard errors: v's Agresti-Coull; the chunk qualities' spread
-over sqrt(k) (one chunk: the whole range's uniform spread 1/sqrt(12), conservative); in
+over sqrt(k) (one chunk: the bootstrap's, the chunk resampled 200 times); in
 quadrature (delta method) for s, then across prompts and families.
 """
 
@@ -37,7 +37,7 @@ import numpy as np
 
 from calbench import pit
 from calbench.families import Target
-from calbench.stats import Estimate, quadrature_mean, rate_se
+from calbench.stats import Estimate, quadrature_mean, rate_se, seed_for
 
 M_REF = 50  # valid answers per chunk: the reference sample size of the score
 COLLAPSED = 0.25  # pit_w1 of a sampler collapsed on the median: the zero of the score
@@ -55,17 +55,32 @@ def collapsed_distance(target: Target) -> float:
     return pit.pit_w1(*pit.pit_intervals(median, target))
 
 
+def _qualities(w1: np.ndarray, target: Target, size: int) -> np.ndarray:
+    """q of chunks of ``size`` valid answers from their ``pit_w1`` values."""
+    full, zero = pit.pit_floor(target, size).q95, collapsed_distance(target)
+    if zero <= full:  # a near-degenerate law: collapse is within exact sampling's range
+        return (w1 <= full).astype(float)
+    # Rounded at 1e-12: a collapsed chunk's distance equals C up to floating-point noise.
+    return np.round(np.clip((zero - w1) / (zero - full), 0.0, 1.0), 12)
+
+
 def chunk_quality(values: np.ndarray, target: Target) -> float:
     """q of one chunk of valid answers (module docstring)."""
     w1 = pit.pit_w1(*pit.pit_intervals(values, target))
-    full, zero = pit.pit_floor(target, len(values)).q95, collapsed_distance(target)
-    if zero <= full:  # a near-degenerate law: collapse is within exact sampling's range
-        return float(w1 <= full)
-    # Rounded at 1e-12: a collapsed chunk's distance equals C up to floating-point noise.
-    return round(float(np.clip((zero - w1) / (zero - full), 0.0, 1.0)), 12)
+    return float(_qualities(np.array([w1]), target, len(values))[0])
 
 
-def prompt_score(values: Sequence[float], n: int, target: Target) -> Estimate:
+BOOT_REPS = 200  # bootstrap replicates behind the standard error of a prompt's only chunk
+
+
+def _one_chunk_se(values: np.ndarray, target: Target) -> float:
+    """The standard error of a lone chunk's q: the chunk resampled with replacement."""
+    rng = np.random.default_rng(seed_for("score bootstrap", target.key, values.size))
+    resampled = values[rng.integers(0, values.size, size=(BOOT_REPS, values.size))]
+    return float(_qualities(pit.pit_w1_rows(resampled, target), target, values.size).std(ddof=1))
+
+
+def prompt_score(values: Sequence[float] | np.ndarray, n: int, target: Target) -> Estimate:
     """s of one prompt: ``values`` its valid answers in order, ``n`` all its responses."""
     x = np.asarray(values, dtype=float)
     if n <= 0:
@@ -77,11 +92,11 @@ def prompt_score(values: Sequence[float], n: int, target: Target) -> Estimate:
     size = M_REF if x.size >= M_REF else x.size
     qs = np.array([chunk_quality(x[i * size : (i + 1) * size], target) for i in range(k)])
     q = float(qs.mean())
-    q_se = float(qs.std(ddof=1) / math.sqrt(k)) if k > 1 else 1 / math.sqrt(12)
+    q_se = float(qs.std(ddof=1) / math.sqrt(k)) if k > 1 else _one_chunk_se(x[:size], target)
     return Estimate(v * q, math.hypot(q * v_se, v * q_se))
 
 
-def calibration_score(prompts: Mapping[str, Sequence[tuple[Sequence[float], int, Target]]]) -> Estimate:
+def calibration_score(prompts: Mapping[str, Sequence[tuple[Sequence[float] | np.ndarray, int, Target]]]) -> Estimate:
     """100 x the mean over families (keys) of the mean over their prompts' scores."""
     families = [
         quadrature_mean([prompt_score(values, n, t) for values, n, t in rows], nan="propagate")

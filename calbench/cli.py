@@ -1,6 +1,6 @@
 """The ``calbench`` command line: it parses arguments and calls the library.
 
-calbench demo                         SmolLM2-135M-Instruct vs the reference systems
+calbench demo                         SmolLM2-135M-Instruct and its adapters vs the references
 calbench eval <lm_eval arguments>     lm_eval with calbench's tasks and models
 calbench models [list|path|install]   the offline model catalogue
 calbench tasks-path                   the folder for lm_eval --include_path
@@ -74,7 +74,11 @@ def cmd_eval(args: argparse.Namespace, passthrough: Sequence[str]) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from calbench import demo
 
-    print(demo.run(args.output, num_samples=args.num_samples, batch_size=args.batch_size))
+    if args.num_samples < 1:
+        print(f"calbench demo: --num-samples must be at least 1, got {args.num_samples}", file=sys.stderr)
+        return 2
+    report = demo.run(args.output, num_samples=args.num_samples, batch_size=args.batch_size, families=args.families)
+    print(report)
     return 0
 
 
@@ -179,9 +183,14 @@ def build_parser() -> argparse.ArgumentParser:
     p_models.set_defaults(func=cmd_models)
 
     p_demo = sub.add_parser(
-        "demo", help="calbench_numeric_quick on SmolLM2-135M-Instruct, the oracle and a collapsed sampler"
+        "demo",
+        help="calbench_numeric_quick on SmolLM2-135M-Instruct, its soft and hard adapters, the oracle and a "
+        "collapsed sampler",
     )
-    p_demo.add_argument("--num-samples", type=int, default=None, help="samples per prompt (default: the task's 10)")
+    p_demo.add_argument(
+        "--num-samples", type=int, default=50, help="samples per prompt (default 50: the calibration score's reference)"
+    )
+    p_demo.add_argument("--families", action="store_true", help="also print the per-family table")
     p_demo.add_argument("--batch-size", type=int, default=64)
     p_demo.add_argument("--output", type=Path, default=Path("calbench_results") / "demo")
     p_demo.set_defaults(func=cmd_demo)

@@ -1,37 +1,179 @@
-"""``calbench demo``: the quick numeric task on SmolLM2-135M-Instruct and the two reference systems."""
+"""``calbench demo``: what calbench measures, and what calbench's training does, in one table.
+
+Five systems answer ``calbench_numeric_quick`` (the 42 selected prompts of the 30 families)
+with ``calbench-hf``: SmolLM2-135M-Instruct, the two LoRA adapters calbench trained on it (soft
+and hard targets, committed under ``leaderboards/smollm2-cpu/adapters``), an exact sampler and
+one collapsed on each law's median. Each gets 50 samples per prompt, the calibration score's
+reference size, so the score is the leaderboard's (``calbench.calibration_score``); KS is run
+on the first 50 valid answers (the leaderboard's KS@100 needs 100).
+"""
 
 from __future__ import annotations
 
 import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from tabulate import tabulate
+
+from calbench import calibration_score as n_free
 from calbench import model_catalogue, results_tables, runner
+from calbench.leaderboard import records, score
+from calbench.policy import arrow
+from calbench.results_tables import fmt
+from calbench.stats import Estimate
 
 TASK = "calbench_numeric_quick"
+SAMPLES = n_free.M_REF  # samples per prompt: the score's reference size
+KS_N = SAMPLES  # KS on the first 50 valid answers of each prompt
+ADAPTERS = Path(__file__).resolve().parents[1] / "leaderboards" / "smollm2-cpu" / "adapters"
+EXAMPLE_TARGET = "binomial(n=25,p=0.5)"  # whose raw answers the demo prints
 
 
-def run(output: Path, num_samples: int | None = None, batch_size: int = 64) -> str:
-    """Evaluate the three systems (lm-eval outputs under ``output``) and return the per-family table."""
-    model_dir = model_catalogue.model_path(model_catalogue.DEFAULT_MODEL)
-    systems = [
-        ("SmolLM2-135M-Instruct", "hf", f"pretrained={model_dir},dtype=float32", True),
-        ("oracle", "calbench-oracle", "", False),
-        ("collapsed", "calbench-collapsed", "", False),
+@dataclass(frozen=True)
+class System:
+    name: str
+    model: str
+    model_args: str = ""
+    chat: bool = False
+
+
+def systems(adapters: Path = ADAPTERS) -> list[System]:
+    """SmolLM2-135M-Instruct and each committed adapter found under ``adapters``, then the references."""
+    base = f"pretrained={model_catalogue.model_path(model_catalogue.DEFAULT_MODEL)},dtype=float32"
+    found = [System("SmolLM2-135M-Instruct", "calbench-hf", base, chat=True)]
+    for method in ("soft", "hard"):
+        if (adapters / method / "adapter_config.json").is_file():
+            found.append(System(f"+ {method} adapter", "calbench-hf", f"{base},peft={adapters / method}", chat=True))
+        else:
+            print(f"calbench demo: no {method} adapter at {adapters / method}: left out", file=sys.stderr)
+    return [*found, System("oracle (exact)", "calbench-oracle"), System("collapsed", "calbench-collapsed")]
+
+
+def _device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One system's run: its lm-eval task results, prompts (family -> samples) and raw answers."""
+
+    name: str
+    task_results: Mapping[str, Any]
+    rows: Mapping[str, Sequence[score.Prompt]]
+    examples: Sequence[str]
+
+
+def evaluate(system: System, output: Path, num_samples: int, batch_size: int) -> Outcome:
+    print(f"\n== {system.name}: {TASK}, {num_samples} samples per prompt", file=sys.stderr, flush=True)
+    results = runner.evaluate(
+        system.model,
+        [TASK],
+        model_args=system.model_args,
+        num_samples=num_samples,
+        apply_chat_template=system.chat,
+        output_path=output / system.name.replace(" ", "_").strip("+_"),
+        batch_size=batch_size,
+        device=_device() if system.model == "calbench-hf" else None,
+    )
+    samples = results["samples"][TASK]
+    example = next((s for s in samples if s["doc"]["target"] == EXAMPLE_TARGET), samples[0])
+    rows = score.prompt_rows(records.prompt_values(samples, TASK))
+    return Outcome(system.name, results["results"][TASK], rows, example["resps"][0][:2])
+
+
+def headline(outcomes: Sequence[Outcome], ks_n: int = KS_N) -> str:
+    """The demo's table: valid rate, pit_w1, excess W1/IQR median, KS@N and the score."""
+    headers = [
+        "system",
+        f"valid_rate {arrow('valid_rate')}",
+        f"pit_w1 {arrow('pit_w1')}",
+        f"excess_w1_iqr median {arrow('excess_w1_iqr')}",
+        f"KS@{ks_n} {arrow('ks_at_n')}",
+        f"score {arrow('calibration_score')}",
     ]
-    rows = []
-    for name, model, model_args, chat in systems:
-        print(f"\n== {name}: {TASK}", file=sys.stderr, flush=True)
-        results = runner.evaluate(
-            model,
-            [TASK],
-            model_args=model_args,
-            num_samples=num_samples,
-            apply_chat_template=chat,
-            output_path=output / name,
-            batch_size=batch_size,
-            device="cpu" if model == "hf" else None,
+    table = []
+    for o in outcomes:
+        median = results_tables.read_task(o.task_results, ["excess_w1_iqr_median"])[0]["excess_w1_iqr_median"]
+        cells: list[Estimate] = [
+            score.pooled_valid_rate(o.rows),
+            score.family_mean_pit_w1(o.rows),
+            median,
+            score.ks_pass_share(o.rows, ks_n),
+            n_free.calibration_score(o.rows),
+        ]
+        table.append([o.name, *(fmt(c) for c in cells)])
+    return tabulate(table, headers=headers, tablefmt="github", disable_numparse=True)
+
+
+def _short(text: str, width: int = 48) -> str:
+    flat = repr(text)
+    return flat if len(flat) <= width else flat[: width - 4] + "...'"
+
+
+def examples(outcomes: Sequence[Outcome]) -> str:
+    lines = [f"two raw answers per system to the {EXAMPLE_TARGET} prompt:"]
+    lines += [f"  {o.name:<22} " + "   ".join(_short(t) for t in o.examples) for o in outcomes]
+    return "\n".join(lines)
+
+
+def reading(outcomes: Sequence[Outcome]) -> str:
+    """One line saying what the table shows, from its own numbers."""
+    valid = {o.name: score.pooled_valid_rate(o.rows).value for o in outcomes}
+    models = [o.name for o in outcomes if not o.name.startswith(("oracle", "collapsed"))]
+    refs = {o.name.split()[0]: o for o in outcomes if o.name.startswith(("oracle", "collapsed"))}
+    parts = ", ".join(f"{n} {100 * valid[n]:.0f}%" for n in models)
+    line = f"What you see: training turns prose into numbers (answers that are a bare number: {parts})"
+    if "oracle" in refs and "collapsed" in refs:
+        exact, flat = (refs[k] for k in ("oracle", "collapsed"))
+        line += (
+            "; pit_w1 and the score say how far those numbers are from exact sampling "
+            f"(exact: pit_w1 {score.family_mean_pit_w1(exact.rows).value:.2f}, "
+            f"score {n_free.calibration_score(exact.rows).value:.0f}; "
+            f"collapsed: pit_w1 {score.family_mean_pit_w1(flat.rows).value:.2f}, "
+            f"score {n_free.calibration_score(flat.rows).value:.0f})."
         )
-        rows.append((name, results["results"][TASK]))
-    n = num_samples or 10
-    head = f"\ncalbench demo: {TASK} (42 prompts, {n} samples each), results under {output}"
-    return head + "\n" + results_tables.numeric_table(rows)
+    return line
+
+
+def run(
+    output: Path,
+    num_samples: int = SAMPLES,
+    batch_size: int = 64,
+    families: bool = False,
+    adapters: Path = ADAPTERS,
+) -> str:
+    """Evaluate the demo's systems (lm-eval outputs under ``output``); return its report."""
+    outcomes = []
+    for system in systems(adapters):
+        start = time.monotonic()
+        outcomes.append(evaluate(system, output, num_samples, batch_size))
+        print(f"== {system.name}: done in {time.monotonic() - start:.0f} s", file=sys.stderr, flush=True)
+    plot = output / "pit.png"
+    try:
+        from calbench.leaderboard import plots
+
+        plots.draw_pit_systems([(o.name, o.rows) for o in outcomes], plot)
+        plotted = f"PIT histograms (flat = exact sampling): {plot}"
+    except ImportError:
+        plotted = "PIT histograms: install matplotlib (the plots extra) to draw them"
+    parts = [
+        f"\ncalbench demo: {TASK} (42 prompts over 30 families, {num_samples} samples each, calbench-hf); "
+        f"value ± 95% interval; results under {output}",
+        headline(outcomes),
+        "",
+        examples(outcomes),
+        "",
+        reading(outcomes),
+        plotted,
+    ]
+    if num_samples < n_free.M_REF:
+        parts.append(f"(fewer than {n_free.M_REF} samples per prompt: the score is not the leaderboard's)")
+    if families:
+        parts += ["", results_tables.numeric_table([(o.name, o.task_results) for o in outcomes])]
+    return "\n".join(parts)

@@ -148,9 +148,7 @@ def canonical_space(target: Target, decimals: int = DEFAULT_DECIMALS, max_bins: 
         lower, upper = max(q_lo, s_lo), min(q_hi, s_hi)
         scale = 10**decimals
         if max(abs(lower), abs(upper)) * scale >= MAX_STEPS:
-            raise _too_wide(
-                target, f"its 99.9% range [{lower:g}, {upper:g}] lies beyond 2^53 steps of 10^-{decimals}"
-            )
+            raise _too_wide(target, f"its 99.9% range [{lower:g}, {upper:g}] lies beyond 2^53 steps of 10^-{decimals}")
         lo_k, hi_k = _lattice_bound(lower, scale, up=True), _lattice_bound(upper, scale, up=False)
         if lo_k > hi_k:  # the whole range is narrower than one lattice step
             lo_k = hi_k = round((lower + upper) / 2 * scale)

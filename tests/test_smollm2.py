@@ -82,9 +82,16 @@ def test_plain_lm_eval_reports_overall_and_per_family(smollm2, tmp_path):
 def test_demo(smollm2, tmp_path, capsys):
     from calbench.cli import main
 
-    assert main(["demo", "--num-samples", "3", "--output", str(tmp_path)]) == 0
+    assert main(["demo", "--num-samples", "3", "--families", "--output", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    for system in ("SmolLM2-135M-Instruct", "oracle", "collapsed"):
-        assert system in out
-    assert "| OVERALL" in out and "weibull (III)" in out
-    assert len(list(tmp_path.rglob("results_*.json"))) == 3
+    systems = ("SmolLM2-135M-Instruct", "+ soft adapter", "+ hard adapter", "oracle (exact)", "collapsed")
+    table = out[out.index("| system") : out.index("two raw answers")]
+    assert [line.split("|")[1].strip() for line in table.splitlines()[2:] if line.startswith("|")] == list(systems)
+    for header in ("valid_rate ↑", "pit_w1 ↓", "excess_w1_iqr median ↓", "KS@50 ↑", "score ↑"):
+        assert header in table
+    assert "not the leaderboard's" in out  # 3 < 50 samples per prompt
+    answers = out[out.index("two raw answers") : out.index("What you see")]
+    assert all(name in answers for name in systems)
+    assert "| OVERALL" in out and "weibull (III)" in out  # --families
+    assert len(list(tmp_path.rglob("results_*.json"))) == 5
+    assert (tmp_path / "pit.png").is_file() and str(tmp_path / "pit.png") in out

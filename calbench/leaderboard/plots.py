@@ -13,7 +13,7 @@ import numpy as np
 
 from calbench import pit
 from calbench.families import FAMILIES, ppf, target_from_key
-from calbench.leaderboard.score import SAMPLING_TASKS, calibration_score, prompts, ranked
+from calbench.leaderboard.score import SAMPLING_TASKS, Prompt, calibration_score, prompts, ranked
 from calbench.stats import Z95, Estimate
 
 RANKING = "plots/ranking.png"
@@ -71,22 +71,28 @@ def pit_histogram(intervals: Sequence[tuple[np.ndarray, np.ndarray]], bins: int 
     width = (b - a)[:, None]
     overlap = np.clip(np.minimum(b[:, None], right) - np.maximum(a[:, None], left), 0.0, None)
     spread = np.where(width > 0, overlap / np.where(width > 0, width, 1.0), 0.0)
-    point = np.minimum(np.floor(a * bins).astype(int), bins - 1)  # a point PIT value's bin (u = 1: the last)
-    spread[width[:, 0] == 0] = 0.0
-    np.add.at(spread, (np.flatnonzero(width[:, 0] == 0), point[width[:, 0] == 0]), 1.0)
+    points = np.flatnonzero(b == a)  # a point PIT value falls in one bin (u = 1: the last)
+    spread[points, np.minimum(np.floor(a[points] * bins).astype(int), bins - 1)] = 1.0
     return spread.sum(axis=0) / a.size * bins
 
 
 def draw_pit(records: Sequence[Mapping[str, Any]], path: Path) -> None:
     """One panel per system with valid answers: its PIT histogram against the flat line."""
+    draw_pit_systems([(r["name"], prompts(r) or {}) for r in records], path)
+
+
+def draw_pit_systems(systems: Sequence[tuple[str, Mapping[str, Sequence[Prompt]]]], path: Path) -> None:
+    """``draw_pit`` for (name, family -> prompts) pairs; systems without a valid answer are left out."""
+    import matplotlib
+
+    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     shown = []
-    for r in records:
-        rows = prompts(r)
-        intervals = [pit.pit_intervals(v, t) for fam in (rows or {}).values() for v, _, t in fam if v.size]
+    for name, rows in systems:
+        intervals = [pit.pit_intervals(v, t) for fam in rows.values() for v, _, t in fam if v.size]
         if intervals:
-            shown.append((r["name"], sum(a.size for a, _ in intervals), pit_histogram(intervals)))
+            shown.append((name, sum(a.size for a, _ in intervals), pit_histogram(intervals)))
     fig, axes = plt.subplots(1, max(len(shown), 1), figsize=(2.6 * max(len(shown), 1), 2.6), squeeze=False)
     centres = (np.arange(PIT_BINS) + 0.5) / PIT_BINS
     for ax, (name, n, density) in zip(axes[0], shown, strict=False):

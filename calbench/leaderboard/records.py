@@ -17,7 +17,7 @@ import json
 import math
 import re
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
@@ -197,32 +197,47 @@ def samples_log(results_file: Path, task: str) -> Path:
     return log
 
 
-def _sample_values(samples_file: Path) -> list[dict[str, Any]]:
-    """Valid parsed answers per prompt of a numeric sampling task's samples log (for plots)."""
+def prompt_values(samples: Iterable[Mapping[str, Any]], where: str = "samples") -> list[dict[str, Any]]:
+    """Valid parsed answers per prompt, in order, of a numeric sampling task's logged samples
+    (lm-eval's per-sample records: a log's lines, or a run's ``results["samples"][task]``)."""
     prompts = []
-    with samples_file.open() as f:
-        for n, line in enumerate(f, 1):
-            try:
-                sample = json.loads(line)
-                doc = sample["doc"]
-                target = make_target(doc["family"], json.loads(doc["params"]))
-                responses = sample["resps"][0]
-                if not isinstance(responses, list) or not all(isinstance(r, str) for r in responses):
-                    raise TypeError("resps[0] is not a list of strings")
-            except (ValueError, KeyError, IndexError, TypeError) as err:
-                raise RefusedRunError(f"{samples_file}:{n}: not a calbench sample record ({err})") from err
-            answers = [classify(text, target) for text in responses]
-            prompts.append(
-                {
-                    "family": doc["family"],
-                    "target": doc["target"],
-                    "n": len(answers),
-                    "values": [float(f"{a.value:.6g}") for a in answers if a.valid and a.value is not None],
-                }
-            )
+    for n, sample in enumerate(samples, 1):
+        try:
+            doc = sample["doc"]
+            target = make_target(doc["family"], json.loads(doc["params"]))
+            responses = sample["resps"][0]
+            if not isinstance(responses, list) or not all(isinstance(r, str) for r in responses):
+                raise TypeError("resps[0] is not a list of strings")
+        except (ValueError, KeyError, IndexError, TypeError) as err:
+            raise RefusedRunError(f"{where}:{n}: not a calbench sample record ({err})") from err
+        answers = [classify(text, target) for text in responses]
+        prompts.append(
+            {
+                "family": doc["family"],
+                "target": doc["target"],
+                "n": len(answers),
+                "values": [float(f"{a.value:.6g}") for a in answers if a.valid and a.value is not None],
+            }
+        )
     if not prompts:
-        raise RefusedRunError(f"{samples_file}: the samples log is empty")
+        raise RefusedRunError(f"{where}: the samples log is empty")
     return prompts
+
+
+def _sample_values(samples_file: Path) -> list[dict[str, Any]]:
+    """``prompt_values`` of a samples log file."""
+
+    def lines() -> Iterator[dict[str, Any]]:
+        with samples_file.open() as f:
+            for n, line in enumerate(f, 1):
+                try:
+                    yield json.loads(line)
+                except ValueError as err:
+                    raise RefusedRunError(
+                        f"{samples_file}:{n}: not a calbench sample record (not JSON: {err})"
+                    ) from err
+
+    return prompt_values(lines(), str(samples_file))
 
 
 def build_record(

@@ -52,6 +52,7 @@ def _task_column(label: str, task: str, metric: str) -> Column:
 
 OE, MCQ = "calbench_open_ended", "calbench_mcq_balance"
 
+
 def _samples(record: Mapping[str, Any]) -> Cell:
     n = samples_per_prompt(record)
     return "n/a" if n is None else str(n)
@@ -154,8 +155,8 @@ def render(records: Sequence[Mapping[str, Any]], plot_files: Sequence[str] = ())
         "prompt: the valid share times the mean quality of disjoint chunks of 50 valid answers, a chunk's",
         "quality being its PIT distance to uniform placed between exact sampling's 95th percentile (1) and a",
         "collapse onto the median (0); averaged over prompts, then over the 30 families. It does not depend on",
-        "the samples per prompt, so rows compare; it needs 50 samples per prompt (\"too few samples\" below).",
-        "A prompt with fewer than 50 valid answers (column \"prompts < 50 valid\") is scored on what it has,",
+        'the samples per prompt, so rows compare; it needs 50 samples per prompt ("too few samples" below).',
+        'A prompt with fewer than 50 valid answers (column "prompts < 50 valid") is scored on what it has,',
         "which is not sample-size-free; its part of the score is at most its valid share.",
         "valid_rate, pit_w1 (PIT W1 to uniform, 0-0.5, the same scale for every family) and KS@100 (share of",
         "prompts whose first 100 valid answers pass a KS test at p > 1e-4) are computed from the stored samples",

@@ -32,7 +32,7 @@ families independent: ``stats.quadrature_mean``).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -95,22 +95,29 @@ Prompt = tuple[np.ndarray, int, Target]  # valid answers in order, responses, th
 def prompts(record: Mapping[str, Any]) -> dict[str, list[Prompt]] | None:
     """family -> its prompts' stored samples, over both numeric splits; None unless both
     sampling tasks were run with their samples stored."""
-    out: dict[str, list[Prompt]] = {}
+    stored = []
     for split in NUMERIC_SPLITS:
         task = record["tasks"].get(SAMPLING_TASKS[split])
         if task is None or "samples" not in task:
             return None
-        for p in task["samples"]:
-            out.setdefault(p["family"], []).append(
-                (np.asarray(p["values"], dtype=float), int(p["n"]), target_from_key(p["target"]))
-            )
+        stored += task["samples"]
+    return prompt_rows(stored)
+
+
+def prompt_rows(stored: Iterable[Mapping[str, Any]]) -> dict[str, list[Prompt]]:
+    """family -> prompts of stored per-prompt samples (``records.prompt_values``' dicts)."""
+    out: dict[str, list[Prompt]] = {}
+    for p in stored:
+        out.setdefault(p["family"], []).append(
+            (np.asarray(p["values"], dtype=float), int(p["n"]), target_from_key(p["target"]))
+        )
     return out
 
 
 def samples_per_prompt(record: Mapping[str, Any]) -> int | None:
     """The fewest samples per prompt of the record's numeric sampling tasks (None if not run)."""
     counts = [record["tasks"].get(t, {}).get("samples_per_prompt") for t in SAMPLING_TASKS.values()]
-    return min(counts) if all(counts) else None  # type: ignore[type-var]
+    return min(counts) if all(counts) else None
 
 
 def _too_few(record: Mapping[str, Any], needed: int) -> str | None:
@@ -130,30 +137,46 @@ def calibration_score(record: Mapping[str, Any]) -> Estimate | str:
 def below_reference(record: Mapping[str, Any]) -> Estimate:
     """The share of prompts with fewer than ``M_REF`` valid answers (scored, but not n-free)."""
     rows = prompts(record)
-    if rows is None:
-        return UNDEFINED
-    counts = [values.size for family in rows.values() for values, _, _ in family]
-    return Estimate(sum(c < n_free.M_REF for c in counts) / len(counts), 0.0)
+    return UNDEFINED if rows is None else share_below_reference(rows)
 
 
 def valid_rate(record: Mapping[str, Any]) -> Estimate:
     """Mean over the 30 families of each family's share of valid answers (stored samples)."""
     rows = prompts(record)
-    if rows is None:
-        return UNDEFINED
-    families = []
-    for family in rows.values():
-        valid, n = sum(v.size for v, _, _ in family), sum(k for _, k, _ in family)
-        families.append(rate(valid, n))
-    return quadrature_mean(families, nan="propagate")
+    return UNDEFINED if rows is None else pooled_valid_rate(rows)
 
 
 def mean_pit_w1(record: Mapping[str, Any]) -> Estimate:
-    """Mean over the 30 families of the mean per-prompt ``pit_w1`` (undefined if a family has
-    no valid answer: the PIT of nothing is not a distance)."""
+    """Mean over families of the mean per-prompt ``pit_w1`` (stored samples)."""
     rows = prompts(record)
-    if rows is None:
-        return UNDEFINED
+    return UNDEFINED if rows is None else family_mean_pit_w1(rows)
+
+
+def ks_at_n(record: Mapping[str, Any], n: int = pit.KS_N) -> Estimate | str:
+    """KS@N over the 42 prompts: the share whose first ``n`` valid answers pass the KS test."""
+    if (why := _too_few(record, n)) is not None:
+        return why
+    rows = prompts(record)
+    return UNDEFINED if rows is None else ks_pass_share(rows, n)
+
+
+# The same numbers from any family -> prompts mapping (a record's, or a fresh run's: calbench demo).
+
+
+def share_below_reference(rows: Mapping[str, Sequence[Prompt]]) -> Estimate:
+    counts = [values.size for family in rows.values() for values, _, _ in family]
+    return Estimate(sum(c < n_free.M_REF for c in counts) / len(counts), 0.0)
+
+
+def pooled_valid_rate(rows: Mapping[str, Sequence[Prompt]]) -> Estimate:
+    """Mean over families of each family's valid answers over its responses (Agresti-Coull SEs)."""
+    families = [rate(sum(v.size for v, _, _ in f), sum(k for _, k, _ in f)) for f in rows.values()]
+    return quadrature_mean(families, nan="propagate")
+
+
+def family_mean_pit_w1(rows: Mapping[str, Sequence[Prompt]]) -> Estimate:
+    """Mean over families of the mean per-prompt ``pit_w1`` (undefined if a family has no
+    valid answer: the PIT of nothing is not a distance)."""
     families = []
     for family in rows.values():
         per_prompt = [
@@ -164,13 +187,8 @@ def mean_pit_w1(record: Mapping[str, Any]) -> Estimate:
     return quadrature_mean(families, nan="propagate")
 
 
-def ks_at_n(record: Mapping[str, Any], n: int = pit.KS_N) -> Estimate | str:
-    """KS@N over the 42 prompts: the share whose first ``n`` valid answers pass the KS test."""
-    if (why := _too_few(record, n)) is not None:
-        return why
-    rows = prompts(record)
-    if rows is None:
-        return UNDEFINED
+def ks_pass_share(rows: Mapping[str, Sequence[Prompt]], n: int = pit.KS_N) -> Estimate:
+    """The share of prompts whose first ``n`` valid answers pass the KS test (fewer fail)."""
     passed = [pit.ks_at_n(v, t, n) for family in rows.values() for v, _, t in family]
     return rate(sum(passed), len(passed))
 
