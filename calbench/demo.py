@@ -10,6 +10,7 @@ on the first 50 valid answers (the leaderboard's KS@100 needs 100).
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -77,7 +78,7 @@ def evaluate(system: System, output: Path, num_samples: int, batch_size: int) ->
         model_args=system.model_args,
         num_samples=num_samples,
         apply_chat_template=system.chat,
-        output_path=output / system.name.replace(" ", "_").strip("+_"),
+        output_path=output / re.sub(r"[^A-Za-z0-9.-]+", "_", system.name).strip("_"),
         batch_size=batch_size,
         device=_device() if system.model == "calbench-hf" else None,
     )
