@@ -135,6 +135,13 @@ HIGHER_IS_BETTER: Mapping[str, bool] = {
     "excess_pit_w1": False,
     "pit_ks": False,
     "ks_at_n": True,
+    # sampling protocols (calbench.protocols)
+    "well_formed_rate": True,
+    "tokens_per_valid": False,
+    "lag1_autocorr": False,  # no direction (about -1/K is i.i.d.); lm-eval needs a bool
+    "runs_z": False,  # no direction (0 is i.i.d.)
+    "duplicate_excess": False,
+    "verbalized_w1_iqr": False,
     # likelihood
     "seq_kl": False,
     "canonical_mass": True,

@@ -4,6 +4,11 @@
   with an exact draw from that law: its excess W1 is zero up to sampling noise.
 * ``calbench-collapsed`` always answers the law's mode: a fully collapsed sampler.
 
+Both answer every sampling protocol (``calbench.protocols``) in its own format: the oracle
+with K exact draws for a batch, an exact draw from a generator seeded by the request's seed,
+an SSoT-shaped answer, and a verbalized list of k exact draws with probability 1/k each (one
+value drawn from it is an exact draw); the collapsed reference with the mode throughout.
+
 Both check, end to end, that the prompts, the parser and the metrics agree. lm-eval has
 no plugin discovery for models: ``register()`` adds them to its registry in-process,
 which ``calbench eval`` and ``calbench demo`` do before handing over to lm-eval.
@@ -19,10 +24,11 @@ from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 from tqdm import tqdm
 
+from calbench import protocols
 from calbench.families import Target, ppf
 from calbench.likelihood_metrics import TokenLogprobs
-from calbench.prompt import read_prompt
 from calbench.space import DEFAULT_DECIMALS, canonical_space
+from calbench.stats import seed_for
 from calbench.trie import build_trie
 
 MODE_GRID = 20001
@@ -48,7 +54,7 @@ def mode(target: Target) -> float:
 @lru_cache(maxsize=8192)
 def _target_of(context: str) -> Target:
     # The N repeats of a prompt arrive as N identical contexts: read each once.
-    return read_prompt(context)
+    return protocols.read_target(context)
 
 
 def format_answer(value: float, target: Target) -> str:
@@ -69,11 +75,29 @@ class ReferenceLM(LM):
     def answer(self, target: Target) -> str:
         raise NotImplementedError
 
+    def value(self, target: Target, rng: np.random.Generator | None = None) -> str:
+        """One answer's number, formatted (the oracle: an exact draw; ``rng`` defaults to its own)."""
+        return self.answer(target)
+
+    def respond(self, context: str) -> str:
+        """The answer to one request, in the format of the protocol its prompt uses."""
+        target = _target_of(context)
+        protocol = protocols.protocol_of(context)
+        if protocol == "independent":
+            return self.answer(target)
+        if protocol == "batch":
+            return ", ".join(self.value(target) for _ in range(protocols.BATCH_K))
+        if protocol == "seeded":
+            seed = context.split("Random seed: ", 1)[1].split(".", 1)[0]
+            return self.value(target, np.random.default_rng(seed_for("reference seed", seed)))
+        if protocol == "ssot":
+            noise = "".join(protocols.SEED_ALPHABET[i] for i in self.rng.integers(0, 62, 16))
+            return f"{noise}\nAnswer: {self.value(target)}"
+        k = protocols.VERBALIZED_K  # verbalized: k values with equal probabilities
+        return "\n".join(f"{self.value(target)}: {1 / k:.6g}" for _ in range(k))
+
     def generate_until(self, requests: list[Any], disable_tqdm: bool = False) -> list[str]:
-        out = []
-        for request in tqdm(requests, desc=f"{self.name} answers", disable=disable_tqdm):
-            out.append(self.answer(_target_of(request.args[0])))
-        return out
+        return [self.respond(r.args[0]) for r in tqdm(requests, desc=f"{self.name} answers", disable=disable_tqdm)]
 
     def loglikelihood(self, requests: list[Any], disable_tqdm: bool = False) -> list[tuple[float, bool]]:
         raise NotImplementedError(f"{self.name} answers sampling tasks only")
@@ -101,7 +125,10 @@ class OracleLM(ReferenceLM):
     name = "calbench-oracle"
 
     def answer(self, target: Target) -> str:
-        value = target.law.rvs(random_state=self.rng)
+        return self.value(target)
+
+    def value(self, target: Target, rng: np.random.Generator | None = None) -> str:
+        value = target.law.rvs(random_state=self.rng if rng is None else rng)
         return str(int(value)) if target.integer else repr(float(value))
 
     def loglikelihood(self, requests: list[Any], disable_tqdm: bool = False) -> list[tuple[float, bool]]:

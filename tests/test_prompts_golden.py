@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from calbench.harness import numeric_docs
+from calbench.protocols import PROTOCOLS
 from tests.helpers import load_task_yaml
 
 TASKS = Path(__file__).resolve().parents[1] / "tasks"
@@ -69,6 +70,79 @@ GOLDEN = {
         1,
         "01ea40f245321fa22567f9af395146f6699ea9d0eb967075b41791887b775fb1",
     ),
+    # The sampling protocols (calbench.protocols): the same laws in each protocol's words.
+    "calbench_numeric_unseen_batch.yaml": (
+        "unseen",
+        "selected",
+        1,
+        "cbe4272a08cee6311ac14d05f0f8140cba9cd926ab191a8763c2f95539478f1b",
+    ),
+    "calbench_numeric_heldout_batch.yaml": (
+        "heldout",
+        "selected",
+        1,
+        "7f59749c62bcec0490525b1d2cfc9a6d49829bb102f3db80f23be2502d4bdd77",
+    ),
+    "calbench_numeric_quick_batch.yaml": (
+        "all",
+        "selected",
+        1,
+        "93a20d8284c698e2dbf1edc99a43d0d2a76cfef7c56b1da5f8e5679634cba50c",
+    ),
+    "calbench_numeric_unseen_seeded.yaml": (
+        "unseen",
+        "selected",
+        1,
+        "6c72fdfddbe4071bd8b165ac9ae1ee511b062c570c24ca979e9b7640c76a1bd6",
+    ),
+    "calbench_numeric_heldout_seeded.yaml": (
+        "heldout",
+        "selected",
+        1,
+        "95ded8011cb55d08008c670be7c76fcb6c57fe0b8ef88ca38cc4d8797ff95690",
+    ),
+    "calbench_numeric_quick_seeded.yaml": (
+        "all",
+        "selected",
+        1,
+        "873cf5f72c2b6365e6271c209f2db0a2dd84a6e459ef4567a2853af48f8e4a04",
+    ),
+    "calbench_numeric_unseen_ssot.yaml": (
+        "unseen",
+        "selected",
+        1,
+        "8eaf8678b500c9a212900491e941acfc9f0b5c3616de25fef18c3166305befb7",
+    ),
+    "calbench_numeric_heldout_ssot.yaml": (
+        "heldout",
+        "selected",
+        1,
+        "d801f507ad6ec13706c1e8922a06371178d6e40d700e618c20b022cf383cdc1d",
+    ),
+    "calbench_numeric_quick_ssot.yaml": (
+        "all",
+        "selected",
+        1,
+        "1587516e03ba157b0c7259bacf837b188815d1053c0d123f9f0d976c858fbbe4",
+    ),
+    "calbench_numeric_unseen_verbalized.yaml": (
+        "unseen",
+        "selected",
+        1,
+        "96545e2fcba37b26dda6b1a70c2e24637b0c955be222df9f514e2b5c132ea72d",
+    ),
+    "calbench_numeric_heldout_verbalized.yaml": (
+        "heldout",
+        "selected",
+        1,
+        "f34513d1a65fad6da67a58319ecbfb5adbf846fa82b8cd77453ca0800bc3f1fe",
+    ),
+    "calbench_numeric_quick_verbalized.yaml": (
+        "all",
+        "selected",
+        1,
+        "e4e15a90f5bbfe342e5ec6cdb020ac431ff1cb1a378843f885e0f89431a90e0e",
+    ),
 }
 
 
@@ -76,8 +150,13 @@ def load_task(name: str) -> dict[str, Any]:
     return load_task_yaml(TASKS / name)
 
 
-def prompts_sha256(split: str, points: str) -> str:
-    docs = numeric_docs(calbench_split=split, calbench_points=points)["test"]
+def protocol_of_task(task: str) -> str:
+    """The protocol a task file's name ends with ("independent" for the others)."""
+    return next((p for p in PROTOCOLS if task.endswith(f"_{p}.yaml")), "independent")
+
+
+def prompts_sha256(split: str, points: str, protocol: str = "independent") -> str:
+    docs = numeric_docs(calbench_split=split, calbench_points=points, calbench_protocol=protocol)["test"]
     return hashlib.sha256("\n".join(docs["prompt"]).encode()).hexdigest()
 
 
@@ -91,10 +170,13 @@ def test_every_numeric_task_has_a_golden() -> None:
 def test_prompts_golden(task: str) -> None:
     split, points, version, expected = GOLDEN[task]
     config = load_task(task)
+    protocol = protocol_of_task(task)
     expected_kwargs = {"calbench_split": split, "calbench_points": points, **SPACES.get(task, {})}
+    if protocol != "independent":
+        expected_kwargs["calbench_protocol"] = protocol
     assert config["dataset_kwargs"] == expected_kwargs, f"{task}: its dataset changed; update GOLDEN[{task!r}]"
     current = config["metadata"]["version"]
-    actual = prompts_sha256(split, points)
+    actual = prompts_sha256(split, points, protocol)
     assert current == version and actual == expected, (
         f"{task}: prompts changed — bump the task's metadata.version and update the golden "
         f"(golden: version {version}, {expected}; now: version {current}, {actual})"

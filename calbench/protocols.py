@@ -1,0 +1,367 @@
+"""Sampling protocols: how a model is asked for samples, and how its answers become samples (pure).
+
+Every protocol asks about the same law with the same words ("from {a|an} {Display}
+distribution with parameters k1=v1, ..."), so the target is read back from any of them
+(``read_target``) and the references can answer each in its own format. The table
+``PROTOCOLS`` is the one place the templates live; ``tests/test_prompts_golden.py`` pins the
+hash of every protocol task's prompts with the task's version, which moves when one changes.
+
+* ``independent``: one fresh request per sample (``calbench.prompt``; the other tasks).
+* ``batch``: one request asks for K numbers separated by commas (the batch protocol of
+  Zhao et al. 2026 as the paper's code words it); every valid item of the list is a sample,
+  items past the K-th are ignored and missing ones count as invalid, so the valid rate is
+  per item. Serial dependence within lists is reported (``batch_diagnostics``).
+* ``seeded``: each request carries a fresh random seed string, reproducible from the task
+  seed, the document and the request's index (``seed_string``), and asks the model to use it.
+* ``ssot``: String Seed of Thought (Misaki & Akiba 2025): the model first writes a random
+  string, then derives the number from it, and ends with ``Answer: <number>`` on its own
+  line; the answer is that line's number (reasoning blocks stripped first).
+* ``verbalized``: Verbalized Sampling (Zhang et al. 2025): the model lists k candidate
+  values with their probabilities, one ``<value>: <probability>`` per line; calbench
+  renormalises the probabilities (a malformed list is invalid), draws one value per response
+  with a generator seeded from the response and its index, and also scores the listed
+  distribution itself (``verbalized_w1``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import string
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from calbench.families import FAMILIES, Target, format_value, get_family, ppf
+from calbench.parse import NUMBER_RE, classify, in_support, strip_think
+from calbench.stats import seed_for
+
+BATCH_K = 10  # numbers per batch response (a prompt's N samples take N / K requests)
+VERBALIZED_K = 5  # candidates per verbalized response
+SEED_LENGTH = 12  # characters of a seeded request's seed
+SEED_ALPHABET = string.ascii_letters + string.digits
+SEED_SLOT = "<<calbench-seed>>"  # where each request's seed goes in the rendered context
+
+_LAW = "from {article} {display} distribution with parameters {params}."
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """One way of asking for samples: its user turn and its token budget."""
+
+    name: str
+    template: str  # fields: article, display, params (the law); k (batch, verbalized); seed (seeded)
+    max_gen_toks: int
+    items: int = 1  # samples one response yields (K for batch)
+
+
+PROTOCOLS: dict[str, Protocol] = {
+    p.name: p
+    for p in (
+        Protocol(
+            "batch",
+            "You are a random number generator. Generate exactly {k} independent samples "
+            + _LAW
+            + " Output ONLY the numbers, separated by commas.",
+            max_gen_toks=16 * BATCH_K,
+            items=BATCH_K,
+        ),
+        Protocol(
+            "seeded",
+            "Random seed: {seed}. Use this seed to generate exactly ONE random number "
+            + _LAW
+            + " Output ONLY the number.",
+            max_gen_toks=32,
+        ),
+        Protocol(
+            "ssot",
+            "Generate exactly ONE random number " + _LAW + " First write a random string of 16 characters on "
+            "its own line. Then derive the number from that string so that it follows the distribution. "
+            "End with a final line of the form: Answer: <number>",
+            max_gen_toks=256,
+        ),
+        Protocol(
+            "verbalized",
+            "Consider ONE random number drawn " + _LAW + " List {k} possible values of it, each with the "
+            "probability of drawing it, one per line as <value>: <probability>. Output ONLY the list.",
+            max_gen_toks=24 * VERBALIZED_K,
+        ),
+    )
+}
+
+_LAW_RE = re.compile(r"from (?:a|an) (?P<display>.+?) distribution with parameters (?P<params>.*?)\.(?=\s|$)")
+_BY_DISPLAY = {f.display: f.name for f in FAMILIES.values()}
+
+
+def protocol_text(protocol: str, target: Target, seed: str = SEED_SLOT) -> str:
+    """The user turn of ``protocol`` for ``target`` (a seeded turn keeps ``SEED_SLOT`` unless given a seed)."""
+    p = PROTOCOLS[protocol]
+    family = target.family
+    params = ", ".join(f"{k}={format_value(v)}" for k, v in target.items)
+    k = BATCH_K if protocol == "batch" else VERBALIZED_K
+    return p.template.format(article=family.article, display=family.display, params=params, k=k, seed=seed)
+
+
+def protocol_of(text: str) -> str:
+    """Which protocol's turn ``text`` holds ("independent" when none of the others)."""
+    for name, marker in (
+        ("batch", "You are a random number generator."),
+        ("seeded", "Random seed: "),
+        ("ssot", "Answer: <number>"),
+        ("verbalized", "<value>: <probability>"),
+    ):
+        if marker in text:
+            return name
+    return "independent"
+
+
+def read_target(text: str) -> Target:
+    """The law a protocol's turn asks about (the last one in ``text``); ValueError if none."""
+    matches = list(_LAW_RE.finditer(text))
+    if not matches:
+        raise ValueError(f"no calbench protocol prompt found in {text[-200:]!r}")
+    m = matches[-1]
+    if m.group("display") not in _BY_DISPLAY:
+        raise ValueError(f"unknown distribution {m.group('display')!r} in prompt")
+    family = get_family(_BY_DISPLAY[m.group("display")])
+    params: dict[str, float] = {}
+    for pair in m.group("params").split(", "):
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise ValueError(f"malformed parameter {pair!r} in prompt")
+        params[name] = int(value) if re.fullmatch(r"-?\d+", value) else float(value)
+    return family.target(params)
+
+
+def seed_string(task_seed: int, doc_id: str, index: int) -> str:
+    """The seed of request ``index`` of document ``doc_id``: the same on every rerun, different per request."""
+    rng = np.random.default_rng(seed_for("protocol seed", task_seed, doc_id, index))
+    return "".join(SEED_ALPHABET[i] for i in rng.integers(0, len(SEED_ALPHABET), SEED_LENGTH))
+
+
+# ---- responses -> samples ---------------------------------------------------------------------
+
+_ITEM_SPLIT = re.compile(r"\s*[,\n]\s*")
+
+
+def batch_items(response: str, k: int = BATCH_K) -> list[str]:
+    """The K answer strings of a batch response: its comma- (or line-) separated items, the first
+    K of them, padded with "" (invalid) when there are fewer."""
+    body = strip_think(response).strip().strip("[]").strip()
+    items = [i for i in _ITEM_SPLIT.split(body)] if body else []
+    items = items[:k]
+    return items + [""] * (k - len(items))
+
+
+def batch_well_formed(response: str, k: int = BATCH_K) -> bool:
+    """Exactly K items, each a number."""
+    body = strip_think(response).strip().strip("[]").strip()
+    items = _ITEM_SPLIT.split(body) if body else []
+    return len(items) == k and all(NUMBER_RE.fullmatch(i) for i in items)
+
+
+_FINAL = re.compile(r"(?im)^\s*answer\s*:\s*(?P<answer>[^\n]*?)\s*$")
+
+
+def ssot_answer(response: str) -> str:
+    """The number on the last ``Answer: ...`` line ("" when there is none)."""
+    matches = list(_FINAL.finditer(strip_think(response)))
+    return matches[-1].group("answer").strip().rstrip(".") if matches else ""
+
+
+_CANDIDATE = re.compile(r"^\s*(?:[-*]\s+|\d+[.)]\s+)?(?P<value>\S+?)\s*:\s*(?P<prob>\S+?)\s*%?\s*$")
+
+
+@dataclass(frozen=True)
+class Verbalized:
+    """A parsed verbalized list: candidate values and their renormalised probabilities."""
+
+    values: np.ndarray
+    probs: np.ndarray
+
+
+def parse_verbalized(response: str, target: Target) -> Verbalized | None:
+    """The listed distribution, or None for a malformed list (a line that is not
+    ``<value>: <probability>``, a value outside the law's support, a negative or non-finite
+    probability, or probabilities summing to 0). Percentages are read as such."""
+    lines = [line for line in strip_think(response).strip().splitlines() if line.strip()]
+    if not lines:
+        return None
+    values, probs = [], []
+    for line in lines:
+        m = _CANDIDATE.match(line)
+        if not m:
+            return None
+        answer = classify(m.group("value"), target)
+        prob = m.group("prob")
+        if not (answer.valid and NUMBER_RE.fullmatch(prob)):
+            return None
+        p = float(prob) / (100.0 if line.rstrip().endswith("%") else 1.0)
+        if not (math.isfinite(p) and p >= 0):
+            return None
+        values.append(float(answer.value))  # type: ignore[arg-type]
+        probs.append(p)
+    total = sum(probs)
+    if not total > 0:
+        return None
+    merged: dict[float, float] = {}
+    for v, p in zip(values, probs, strict=True):
+        merged[v] = merged.get(v, 0.0) + p / total
+    keys = sorted(merged)
+    return Verbalized(np.array(keys), np.array([merged[v] for v in keys]))
+
+
+def verbalized_draw(listed: Verbalized | None, response: str, target: Target, index: int = 0) -> str:
+    """One value drawn from the listed distribution, with a generator seeded from the target, the
+    response's index among the prompt's responses and its text (the same responses in the same
+    order always give the same draws; equal lists at two indices draw independently); "" for
+    a malformed list."""
+    if listed is None:
+        return ""
+    rng = np.random.default_rng(seed_for("verbalized draw", target.key, index, response))
+    value = float(listed.values[rng.choice(listed.values.size, p=listed.probs)])
+    return format_value(value) if in_support(value, target) else ""
+
+
+W1_GRID = 20_000  # quantile midpoints behind a verbalized distribution's W1
+
+
+@lru_cache(maxsize=1024)
+def _quantiles(target: Target) -> np.ndarray:
+    return ppf(target.law, (np.arange(W1_GRID) + 0.5) / W1_GRID)
+
+
+def verbalized_w1(listed: Verbalized, target: Target) -> float:
+    """W1 between the listed distribution and the law, in quantile form: ∫_0^1 |G^-1(u) - F^-1(u)| du,
+    G^-1 the listed step quantile function, on 20,000 midpoints of [0, 1] (as
+    ``scipy.stats.wasserstein_distance`` of the list against the law's quantiles)."""
+    u = (np.arange(W1_GRID) + 0.5) / W1_GRID
+    steps = np.minimum(np.searchsorted(np.cumsum(listed.probs), u, side="right"), listed.values.size - 1)
+    return float(np.mean(np.abs(listed.values[steps] - _quantiles(target))))
+
+
+# ---- batch: serial dependence within each list ------------------------------------------------
+
+
+def lag1_autocorrelation(u: np.ndarray) -> float:
+    """Lag-1 autocorrelation of one list's PIT values (NaN for fewer than 3 or a constant list)."""
+    if u.size < 3 or np.allclose(u, u[0]):
+        return math.nan
+    d = u - u.mean()
+    return float(np.sum(d[1:] * d[:-1]) / np.sum(d * d))
+
+
+def runs_z(u: np.ndarray) -> float:
+    """Wald-Wolfowitz runs test over above/below 1/2: (runs - expected) / sd (NaN if one-sided).
+
+    Exact i.i.d. draws give z ~ N(0, 1); anti-correlated lists that alternate too often give
+    large positive z, sticky ones negative."""
+    above = u > 0.5
+    n1, n2 = int(above.sum()), int((~above).sum())
+    if n1 == 0 or n2 == 0:
+        return math.nan
+    runs = 1 + int(np.sum(above[1:] != above[:-1]))
+    n = n1 + n2
+    mean = 2 * n1 * n2 / n + 1
+    var = 2 * n1 * n2 * (2 * n1 * n2 - n) / (n * n * (n - 1))
+    return float((runs - mean) / math.sqrt(var)) if var > 0 else math.nan
+
+
+def duplicate_rate(values: np.ndarray) -> float:
+    """Share of a list's items that repeat an earlier item of the same list."""
+    if values.size == 0:
+        return math.nan
+    return float(1 - np.unique(values).size / values.size)
+
+
+def exact_duplicate_rate(target: Target, k: int, reps: int = 2000) -> float:
+    """What ``duplicate_rate`` averages over lists of k exact draws, canonically formatted."""
+    rng = np.random.default_rng(seed_for("duplicates", target.key, k, reps))
+    draws = target.law.rvs(size=(reps, k), random_state=rng)
+    if not target.integer:
+        draws = np.round(draws, 5)
+    return float(np.mean([duplicate_rate(row) for row in draws]))
+
+
+# ---- one prompt's responses -> samples and protocol diagnostics -------------------------------
+
+
+def _mean_se(values: list[float]) -> tuple[float | None, float | None]:
+    """[mean, standard error] of per-response values (None when there are none)."""
+    x = np.array([v for v in values if math.isfinite(v)], dtype=float)
+    if x.size == 0:
+        return None, None
+    return float(x.mean()), float(x.std(ddof=1) / math.sqrt(x.size)) if x.size > 1 else None
+
+
+def _pit_points(values: np.ndarray, target: Target) -> np.ndarray:
+    """One PIT value per sample: F(x), or the middle of [F(x - 1), F(x)] for integer laws."""
+    from calbench import pit
+
+    a, b = pit.pit_intervals(values, target)
+    return (a + b) / 2
+
+
+def samples_of(protocol: str, responses: list[str], target: Target) -> tuple[list[str], dict[str, list[float | None]]]:
+    """The answer strings a protocol's responses yield (scored like independent answers), and
+    the protocol's own per-prompt diagnostics as ``[value, se]`` pairs.
+
+    Diagnostics: ``well_formed_rate`` (batch: exactly K numbers; ssot: an ``Answer:`` line;
+    verbalized: a parseable list; seeded: every response); batch also ``lag1_autocorr``
+    (mean over lists of the lag-1 autocorrelation of their valid items' PIT values; i.i.d.
+    lists average about -1/K), ``runs_z`` (mean runs-test z over lists; about 0 for i.i.d.) and
+    ``duplicate_excess`` (mean share of repeated items minus what exact draws repeat);
+    verbalized also ``verbalized_w1_iqr`` (mean exact W1 of the listed distributions to the
+    law, over the IQR).
+    """
+    from calbench.sampling_metrics import iqr
+    from calbench.stats import rate_se
+
+    n = len(responses)
+    extras: dict[str, list[float | None]] = {}
+    if protocol == "batch":
+        lists = [batch_items(r) for r in responses]
+        items = [i for items in lists for i in items]
+        formed = sum(batch_well_formed(r) for r in responses)
+        acs, runs, dups = [], [], []
+        for row in lists:
+            answers = [classify(i, target) for i in row]
+            values = np.array([a.value for a in answers if a.valid], dtype=float)
+            if values.size:
+                u = _pit_points(values, target)
+                acs.append(lag1_autocorrelation(u))
+                runs.append(runs_z(u))
+                dups.append(duplicate_rate(np.round(values, 5)))
+        extras["lag1_autocorr"] = list(_mean_se(acs))
+        extras["runs_z"] = list(_mean_se(runs))
+        dup, dup_se = _mean_se(dups)
+        extras["duplicate_excess"] = [None if dup is None else dup - exact_duplicate_rate(target, BATCH_K), dup_se]
+    elif protocol == "ssot":
+        items = [ssot_answer(r) for r in responses]
+        formed = sum(bool(i) for i in items)
+    elif protocol == "verbalized":
+        listed = [parse_verbalized(r, target) for r in responses]
+        items = [verbalized_draw(v, r, target, i) for i, (v, r) in enumerate(zip(listed, responses, strict=True))]
+        formed = sum(v is not None for v in listed)
+        scale = iqr(target)
+        extras["verbalized_w1_iqr"] = list(_mean_se([verbalized_w1(v, target) / scale for v in listed if v]))
+    elif protocol == "seeded":
+        items, formed = list(responses), n
+    else:
+        raise ValueError(f"unknown protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
+    extras["well_formed_rate"] = [formed / n if n else None, rate_se(formed, n) if n else None]
+    return items, extras
+
+
+def tokens_per_valid(tokens: list[int], valid: list[int]) -> list[float | None]:
+    """[Σ tokens / Σ valid samples, its delta-method standard error] over one prompt's responses
+    (``tokens[i]`` generated for response i, ``valid[i]`` valid samples it yielded)."""
+    t, v = np.asarray(tokens, dtype=float), np.asarray(valid, dtype=float)
+    if v.sum() == 0:
+        return [None, None]
+    ratio = float(t.sum() / v.sum())
+    if t.size < 2:
+        return [ratio, None]
+    resid = t - ratio * v
+    return [ratio, float(np.sqrt(t.size / (t.size - 1) * np.sum(resid**2)) / v.sum())]
