@@ -130,6 +130,12 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
             print(f"written: {path}")
         elif args.action == "card":
             print(f"written: {render.update_card(args.adapter, args.records, args.results_dir)}")
+        elif args.action == "protocols":
+            from calbench.leaderboard import protocol_table
+
+            readme = None if args.no_readme else args.readme
+            for path in protocol_table.write(args.folder, args.output, readme, args.command, args.systems):
+                print(f"written: {path}")
         else:
             stored = records.load_records(args.results_dir)
             if not stored:
@@ -236,6 +242,16 @@ def build_parser() -> argparse.ArgumentParser:
     p_render.add_argument("--no-readme", action="store_true", help="leave the top-level README alone")
     p_render.add_argument("--no-plots", action="store_true")
     p_render.set_defaults(func=cmd_leaderboard)
+    p_proto = lb_sub.add_parser("protocols", help="the protocol table and plot from a folder of protocol runs")
+    p_proto.add_argument(
+        "folder", type=Path, help="<folder>/<system>/**/results_*.json (leaderboards/protocols-cpu/results)"
+    )
+    p_proto.add_argument("--command", required=True, help="the command that produced the runs")
+    p_proto.add_argument("--systems", nargs="+", help="the systems (subfolders) in table order")
+    p_proto.add_argument("--output", type=Path, default=Path("leaderboards"))
+    p_proto.add_argument("--readme", type=Path, default=Path("README.md"), help="README with the protocols block")
+    p_proto.add_argument("--no-readme", action="store_true", help="leave the top-level README alone")
+    p_proto.set_defaults(func=cmd_leaderboard)
     p_card = lb_sub.add_parser("card", help="write run records into an adapter's model card (Evaluation)")
     p_card.add_argument("adapter", type=Path, help="the adapter folder (with calbench_train.json)")
     p_card.add_argument("records", nargs="+", help="run record names: the adapter's, then e.g. its base model's")

@@ -227,3 +227,28 @@ def test_calbench_hf_serves_every_protocol(tiny_split):
         if protocol == "seeded":
             assert all(len(s["resps"]) == 2 and len({a[0] for a in s["arguments"]}) == 2 for s in samples)
         assert "tokens_per_valid,samples" in out["results"][task]
+
+
+@pytest.mark.integration
+def test_protocol_table_rescores_each_run_from_its_samples(tmp_path):
+    from calbench import cli
+    from calbench.leaderboard import protocol_table
+
+    runs = tmp_path / "runs"
+    for model, name in (("calbench-oracle", "oracle"), ("calbench-collapsed", "collapsed")):
+        runner.evaluate(model, ["calbench_numeric_quick", *TASKS], num_samples=50, output_path=runs / name)
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{protocol_table.README_START}\nold\n{protocol_table.README_END}\nrest\n")
+    argv = ["leaderboard", "protocols", str(runs), "--command", "cmd", "--systems", "oracle", "collapsed"]
+    assert cli.main([*argv, "--output", str(tmp_path / "board"), "--readme", str(readme)]) == 0
+    table = (tmp_path / "board" / protocol_table.TABLE).read_text()
+    lines = [
+        line.split("|") for line in table.splitlines() if line.startswith("| oracle") or line.startswith("| collapsed")
+    ]
+    assert [(cells[1].strip(), cells[2].strip()) for cells in lines] == [
+        (system, protocol) for system in ("oracle", "collapsed") for protocol in protocol_table.ORDER
+    ]
+    scores = {(c[1].strip(), c[2].strip()): float(c[5].split("±")[0]) for c in lines}
+    assert all(scores[("oracle", p)] > 90 and scores[("collapsed", p)] < 1 for p in protocol_table.ORDER)
+    assert (tmp_path / "board" / protocol_table.PLOT).is_file()
+    assert table.split("\n\n", 1)[1] in readme.read_text() and readme.read_text().endswith("rest\n")

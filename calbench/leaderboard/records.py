@@ -22,7 +22,7 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
-from calbench import results_tables
+from calbench import protocols, results_tables
 from calbench.families import FAMILIES, make_target
 from calbench.leaderboard.score import LIKELIHOOD_TASKS, NUMERIC_SPLITS, SAMPLING_TASKS
 from calbench.parse import classify
@@ -197,19 +197,25 @@ def samples_log(results_file: Path, task: str) -> Path:
     return log
 
 
-def prompt_values(samples: Iterable[Mapping[str, Any]], where: str = "samples") -> list[dict[str, Any]]:
+def prompt_values(
+    samples: Iterable[Mapping[str, Any]], where: str = "samples", protocol: str = "independent"
+) -> list[dict[str, Any]]:
     """Valid parsed answers per prompt, in order, of a numeric sampling task's logged samples
-    (lm-eval's per-sample records: a log's lines, or a run's ``results["samples"][task]``)."""
+    (lm-eval's per-sample records: a log's lines, or a run's ``results["samples"][task]``);
+    under a sampling protocol, the samples its responses yield (``protocols.samples_of``)."""
     prompts = []
     for n, sample in enumerate(samples, 1):
         try:
             doc = sample["doc"]
             target = make_target(doc["family"], json.loads(doc["params"]))
-            responses = sample["resps"][0]
-            if not isinstance(responses, list) or not all(isinstance(r, str) for r in responses):
-                raise TypeError("resps[0] is not a list of strings")
+            groups = sample["resps"] if protocol != "independent" else sample["resps"][:1]
+            responses = [r for group in groups for r in group]  # a seeded prompt: one group per seed
+            if not all(isinstance(group, list) for group in groups) or not all(isinstance(r, str) for r in responses):
+                raise TypeError("resps is not a list of lists of strings")
         except (ValueError, KeyError, IndexError, TypeError) as err:
             raise RefusedRunError(f"{where}:{n}: not a calbench sample record ({err})") from err
+        if protocol != "independent":
+            responses = protocols.samples_of(protocol, responses, target)[0]
         answers = [classify(text, target) for text in responses]
         prompts.append(
             {
@@ -224,7 +230,7 @@ def prompt_values(samples: Iterable[Mapping[str, Any]], where: str = "samples") 
     return prompts
 
 
-def _sample_values(samples_file: Path) -> list[dict[str, Any]]:
+def file_prompt_values(samples_file: Path, protocol: str = "independent") -> list[dict[str, Any]]:
     """``prompt_values`` of a samples log file."""
 
     def lines() -> Iterator[dict[str, Any]]:
@@ -237,7 +243,7 @@ def _sample_values(samples_file: Path) -> list[dict[str, Any]]:
                         f"{samples_file}:{n}: not a calbench sample record (not JSON: {err})"
                     ) from err
 
-    return prompt_values(lines(), str(samples_file))
+    return prompt_values(lines(), str(samples_file), protocol)
 
 
 def build_record(
@@ -294,7 +300,7 @@ def build_record(
                 **_task_metrics(task_results, task),
             }
             if task in SAMPLING_TASKS.values():
-                entry["samples"] = _sample_values(samples_log(Path(path), task))
+                entry["samples"] = file_prompt_values(samples_log(Path(path), task))
             record["tasks"][task] = entry
     if drift is not None:
         record["drift"] = dict(drift)

@@ -120,7 +120,7 @@ TABLES = {
 }
 
 
-def _csv(headers: list[str], rows: list[list[str]]) -> str:
+def csv_text(headers: list[str], rows: list[list[str]]) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(headers)
@@ -168,7 +168,7 @@ def render(records: Sequence[Mapping[str, Any]], plot_files: Sequence[str] = ())
     for key, (title, columns) in TABLES.items():
         headers, rows = _table(order, columns(), rank=key == "headline")
         lines += [f"## {title}", "", tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True), ""]
-        files[f"tables/{key}.csv"] = _csv(headers, rows)
+        files[f"tables/{key}.csv"] = csv_text(headers, rows)
     if plot_files:
         lines += ["## Plots", "", f"![ranking]({plot_files[0]})", ""]
         lines += ["Each system's PIT histogram (flat for exact sampling, whatever the family):", ""]
