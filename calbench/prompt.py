@@ -43,9 +43,14 @@ def read_prompt(text: str) -> Target:
         ValueError: if ``text`` holds no calbench numeric prompt, or names an unknown family
             or parameters that do not match the family's table row.
     """
-    matches = list(_PROMPT_RE.finditer(text))
+    return target_in(text, _PROMPT_RE, "calbench numeric prompt")
+
+
+def target_in(text: str, pattern: re.Pattern[str], what: str) -> Target:
+    """The target of the last match of ``pattern`` (groups ``display`` and ``params``) in ``text``."""
+    matches = list(pattern.finditer(text))
     if not matches:
-        raise ValueError(f"no calbench numeric prompt found in {text[-200:]!r}")
+        raise ValueError(f"no {what} found in {text[-200:]!r}")
     m = matches[-1]
     display = m.group("display")
     if display not in _BY_DISPLAY:

@@ -33,8 +33,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from calbench.families import FAMILIES, Target, format_value, get_family, ppf
+from calbench.families import Target, format_value, ppf
 from calbench.parse import NUMBER_RE, classify, in_support, strip_think
+from calbench.prompt import target_in
 from calbench.stats import seed_for
 
 BATCH_K = 10  # numbers per batch response (a prompt's N samples take N / K requests)
@@ -91,7 +92,6 @@ PROTOCOLS: dict[str, Protocol] = {
 }
 
 _LAW_RE = re.compile(r"from (?:a|an) (?P<display>.+?) distribution with parameters (?P<params>.*?)\.(?=\s|$)")
-_BY_DISPLAY = {f.display: f.name for f in FAMILIES.values()}
 
 
 def protocol_text(protocol: str, target: Target, seed: str = SEED_SLOT) -> str:
@@ -118,20 +118,7 @@ def protocol_of(text: str) -> str:
 
 def read_target(text: str) -> Target:
     """The law a protocol's turn asks about (the last one in ``text``); ValueError if none."""
-    matches = list(_LAW_RE.finditer(text))
-    if not matches:
-        raise ValueError(f"no calbench protocol prompt found in {text[-200:]!r}")
-    m = matches[-1]
-    if m.group("display") not in _BY_DISPLAY:
-        raise ValueError(f"unknown distribution {m.group('display')!r} in prompt")
-    family = get_family(_BY_DISPLAY[m.group("display")])
-    params: dict[str, float] = {}
-    for pair in m.group("params").split(", "):
-        name, sep, value = pair.partition("=")
-        if not sep:
-            raise ValueError(f"malformed parameter {pair!r} in prompt")
-        params[name] = int(value) if re.fullmatch(r"-?\d+", value) else float(value)
-    return family.target(params)
+    return target_in(text, _LAW_RE, "calbench protocol prompt")
 
 
 def seed_string(task_seed: int, doc_id: str, index: int) -> str:
