@@ -10,6 +10,7 @@ import pytest
 import calbench
 from calbench import runner
 from calbench.families import FAMILIES
+from calbench.protocols import PROTOCOLS
 from tests.helpers import evaluate_local, integration_except, load_task_yaml, valid_rates
 
 TASK_FILES = sorted(p for p in calbench.tasks_path().glob("*.yaml") if not p.name.startswith("_"))
@@ -18,6 +19,10 @@ NUMERIC_TASKS = [t for t in TASKS if t.startswith("calbench_numeric")]
 SAMPLING_TASKS = [t for t in NUMERIC_TASKS if not t.endswith("_likelihood")]  # transfer tasks: test_transfer.py
 # The fast tier runs the quick task end to end; the integration tier runs every task.
 SAMPLING_RUNS = integration_except("calbench_numeric_quick", SAMPLING_TASKS)
+# The independent protocol's tasks (the protocol tasks' responses are lists, strings with an
+# Answer: line, ...: tests/test_protocols.py runs them on the tiny model).
+INDEPENDENT_TASKS = [t for t in SAMPLING_TASKS if not t.endswith(tuple(f"_{p}" for p in PROTOCOLS))]
+INDEPENDENT_RUNS = integration_except("calbench_numeric_quick", INDEPENDENT_TASKS)
 
 
 def _context(sample):
@@ -115,7 +120,7 @@ def test_every_task_loads():
         assert task.config.repeats == (10 if name == "calbench_numeric_quick" else 1000)
 
 
-@pytest.mark.parametrize("task", SAMPLING_RUNS)
+@pytest.mark.parametrize("task", INDEPENDENT_RUNS)
 def test_task_runs_on_tiny_model(task, tiny_split, tmp_path):
     results = evaluate_local(
         "hf", [task], tiny_split, num_samples=2, apply_chat_template=True, output_path=tmp_path, limit=3, batch_size=16
