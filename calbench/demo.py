@@ -25,7 +25,6 @@ from calbench import model_catalogue, results_tables, runner
 from calbench.leaderboard import records, score
 from calbench.policy import arrow
 from calbench.results_tables import fmt
-from calbench.stats import Estimate
 
 TASK = "calbench_numeric_quick"
 SAMPLES = n_free.M_REF  # samples per prompt: the score's reference size
@@ -100,14 +99,9 @@ def headline(outcomes: Sequence[Outcome], ks_n: int = KS_N) -> str:
     ]
     table = []
     for o in outcomes:
-        median = results_tables.read_task(o.task_results, ["excess_w1_iqr_median"])[0]["excess_w1_iqr_median"]
-        cells: list[Estimate] = [
-            score.pooled_valid_rate(o.rows),
-            score.family_mean_pit_w1(o.rows),
-            median,
-            score.ks_pass_share(o.rows, ks_n),
-            n_free.calibration_score(o.rows),
-        ]
+        q = score.sample_quality(o.rows, ks_n)
+        median = results_tables.overall_metric(o.task_results, "excess_w1_iqr_median")
+        cells = [q["valid_rate"], q["pit_w1"], median, q["ks_at_n"], q["calibration_score"]]
         table.append([o.name, *(fmt(c) for c in cells)])
     return tabulate(table, headers=headers, tablefmt="github", disable_numparse=True)
 

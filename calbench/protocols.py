@@ -296,8 +296,8 @@ def samples_of(protocol: str, responses: list[str], target: Target) -> tuple[lis
 
     Diagnostics: ``well_formed_rate`` (batch: exactly K numbers; ssot: an ``Answer:`` line;
     verbalized: a parseable list; seeded: every response); batch also ``lag1_autocorr``
-    (mean over lists of the lag-1 autocorrelation of their valid items' PIT values; i.i.d.
-    lists average about -1/K), ``runs_z`` (mean runs-test z over lists; about 0 for i.i.d.) and
+    (mean over lists of the lag-1 autocorrelation of their valid items' PIT values; biased
+    below 0 for i.i.d. lists: the oracle's lists of 10 average -0.13), ``runs_z`` (mean runs-test z over lists; about 0 for i.i.d.) and
     ``duplicate_excess`` (mean share of repeated items minus what exact draws repeat);
     verbalized also ``verbalized_w1_iqr`` (mean exact W1 of the listed distributions to the
     law, over the IQR).

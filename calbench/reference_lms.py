@@ -91,7 +91,7 @@ class ReferenceLM(LM):
             seed = context.split("Random seed: ", 1)[1].split(".", 1)[0]
             return self.value(target, np.random.default_rng(seed_for("reference seed", seed)))
         if protocol == "ssot":
-            noise = "".join(protocols.SEED_ALPHABET[i] for i in self.rng.integers(0, 62, 16))
+            noise = "".join(protocols.SEED_ALPHABET[i] for i in self.rng.integers(0, len(protocols.SEED_ALPHABET), 16))
             return f"{noise}\nAnswer: {self.value(target)}"
         k = protocols.VERBALIZED_K  # verbalized: k values with equal probabilities
         return "\n".join(f"{self.value(target)}: {1 / k:.6g}" for _ in range(k))

@@ -64,6 +64,11 @@ def read_task(
     return overall, families
 
 
+def overall_metric(task_results: Mapping[str, Any], metric: str) -> Estimate:
+    """One overall metric of a calbench task's lm-eval results."""
+    return read_task(task_results, [metric])[0][metric]
+
+
 def numeric_table(systems: Sequence[tuple[str, Mapping[str, Any]]], metrics: Sequence[str] | None = None) -> str:
     """One table for several systems' results on the same task: overall first, then each family.
 

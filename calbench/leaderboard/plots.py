@@ -34,7 +34,7 @@ def plot_paths(records: Sequence[Mapping[str, Any]]) -> list[str]:
     return [RANKING, PIT, *(f"plots/families/{f}.png" for f in families)]
 
 
-def _save(fig: Any, path: Path) -> None:
+def save(fig: Any, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, metadata={"Software": None})
 
@@ -54,7 +54,7 @@ def draw_ranking(records: Sequence[Mapping[str, Any]], path: Path) -> None:
     ax.set_xlabel("calibration score (0-100, sample-size-free; bars: 95% interval)")
     ax.set_title("calbench: numeric sampling, 30 families")
     fig.tight_layout()
-    _save(fig, path)
+    save(fig, path)
     plt.close(fig)
 
 
@@ -104,7 +104,7 @@ def draw_pit_systems(systems: Sequence[tuple[str, Mapping[str, Sequence[Prompt]]
         ax.tick_params(labelsize=7)
     fig.suptitle("PIT values u = F(answer), 30 families pooled (exact sampling: the flat line)", fontsize=9)
     fig.tight_layout()
-    _save(fig, path)
+    save(fig, path)
     plt.close(fig)
 
 
@@ -148,7 +148,7 @@ def draw_family(records: Sequence[Mapping[str, Any]], family: str, path: Path) -
     kind = "pmf: dots" if integer else "density: line"
     fig.suptitle(f"{FAMILIES[family].display}: {target_key} (target {kind}; samples: bars)", fontsize=9)
     fig.tight_layout()
-    _save(fig, path)
+    save(fig, path)
     plt.close(fig)
 
 

@@ -20,8 +20,8 @@ from tabulate import tabulate
 
 from calbench import calibration_score as n_free
 from calbench import results_tables
-from calbench.leaderboard import records, score
-from calbench.leaderboard.render import csv_text
+from calbench.leaderboard import plots, records, score
+from calbench.leaderboard.render import csv_text, splice_readme
 from calbench.policy import arrow
 from calbench.protocols import PROTOCOLS
 from calbench.results_tables import fmt
@@ -75,20 +75,21 @@ def load_runs(folder: Path, systems: Sequence[str] | None = None) -> list[Run]:
     return runs
 
 
-def _extra(run: Run, metric: str) -> Estimate:
-    return results_tables.read_task(run.task_results, [metric])[0][metric]
-
-
 def cells(run: Run, ks_n: int) -> list[Estimate]:
-    rows = run.rows
+    q = score.sample_quality(run.rows, ks_n)
+    undefined = Estimate(math.nan, math.nan)  # the independent tasks report no protocol diagnostics
+
+    def extra(metric: str) -> Estimate:
+        return undefined if run.protocol == "independent" else results_tables.overall_metric(run.task_results, metric)
+
     return [
-        score.pooled_valid_rate(rows),
-        n_free.calibration_score(rows),
-        score.family_mean_pit_w1(rows),
-        _extra(run, "excess_w1_iqr_median"),
-        score.ks_pass_share(rows, ks_n),
-        _extra(run, "well_formed_rate") if run.protocol != "independent" else Estimate(math.nan, math.nan),
-        _extra(run, "tokens_per_valid") if run.protocol != "independent" else Estimate(math.nan, math.nan),
+        q["valid_rate"],
+        q["calibration_score"],
+        q["pit_w1"],
+        results_tables.overall_metric(run.task_results, "excess_w1_iqr_median"),
+        q["ks_at_n"],
+        extra("well_formed_rate"),
+        extra("tokens_per_valid"),
     ]
 
 
@@ -142,17 +143,8 @@ def draw_gap(runs: Sequence[Run], path: Path) -> None:
     ax.set_title("calbench: the same prompts under each sampling protocol", fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110, metadata={"Software": None})
+    plots.save(fig, path)
     plt.close(fig)
-
-
-def splice(readme: str, block: str) -> str:
-    if README_START not in readme or README_END not in readme:
-        raise records.RefusedRunError(f"the README has no {README_START} ... {README_END} block for the protocol table")
-    head, rest = readme.split(README_START, 1)
-    _, tail = rest.split(README_END, 1)
-    return f"{head}{README_START}\n{block}{README_END}{tail}"
 
 
 def write(
@@ -168,6 +160,6 @@ def write(
     draw_gap(runs, out / PLOT)
     written.append(out / PLOT)
     if readme is not None:
-        readme.write_text(splice(readme.read_text(), text))
+        readme.write_text(splice_readme(readme.read_text(), text.rstrip("\n"), README_START, README_END))
         written.append(readme)
     return written

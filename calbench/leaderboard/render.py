@@ -227,13 +227,14 @@ def headline_markdown(records: Sequence[Mapping[str, Any]]) -> str:
 README_START, README_END = "<!-- leaderboard:start -->", "<!-- leaderboard:end -->"
 
 
-def splice_readme(readme: str, headline: str) -> str:
-    """The top-level README with the headline table between its leaderboard markers."""
-    if README_START not in readme or README_END not in readme:
-        raise RefusedRunError(f"the README has no {README_START} ... {README_END} block for the headline table")
-    head, rest = readme.split(README_START, 1)
-    _, tail = rest.split(README_END, 1)
-    return f"{head}{README_START}\n{headline}\n{README_END}{tail}"
+def splice_readme(readme: str, block: str, start: str = README_START, end: str = README_END) -> str:
+    """The top-level README with ``block`` between its ``start`` and ``end`` markers (by default
+    the leaderboard's headline block)."""
+    if start not in readme or end not in readme:
+        raise RefusedRunError(f"the README has no {start} ... {end} block")
+    head, rest = readme.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{start}\n{block}\n{end}{tail}"
 
 
 def write_all(records: Sequence[Mapping[str, Any]], out: Path, readme: Path | None, draw: bool = True) -> list[Path]:

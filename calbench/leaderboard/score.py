@@ -187,6 +187,16 @@ def family_mean_pit_w1(rows: Mapping[str, Sequence[Prompt]]) -> Estimate:
     return quadrature_mean(families, nan="propagate")
 
 
+def sample_quality(rows: Mapping[str, Sequence[Prompt]], ks_n: int = pit.KS_N) -> dict[str, Estimate]:
+    """The numbers a table shows for one run's prompts: valid rate, score, pit_w1 and KS@N."""
+    return {
+        "valid_rate": pooled_valid_rate(rows),
+        "calibration_score": n_free.calibration_score(rows),
+        "pit_w1": family_mean_pit_w1(rows),
+        "ks_at_n": ks_pass_share(rows, ks_n),
+    }
+
+
 def ks_pass_share(rows: Mapping[str, Sequence[Prompt]], n: int = pit.KS_N) -> Estimate:
     """The share of prompts whose first ``n`` valid answers pass the KS test (fewer fail)."""
     passed = [pit.ks_at_n(v, t, n) for family in rows.values() for v, _, t in family]
