@@ -15,7 +15,8 @@ tokenization is kept), faster:
   Plain softmax sampling (the numeric tasks: T, top_k 0, top_p 1, stop at EOS) runs
   calbench's own decoding loop (``calbench.sampler``), which also shares every common
   prefix among the samples, drops finished ones and moves only the cache rows that
-  change; any other settings run HF generate on the shared prompt cache.
+  change, and decodes distinct prompts side by side (their common prefix once) until
+  the batch is full; any other settings run HF generate on the shared prompt cache.
 
 Reached through ``calbench eval --model calbench-hf --model_args pretrained=...``; every
 ``hf`` model argument works, plus ``sampling_batch_size`` (default 1024).
@@ -24,6 +25,7 @@ Reached through ``calbench eval --model calbench-hf --model_args pretrained=...`
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -33,7 +35,7 @@ from tqdm import tqdm
 
 from calbench.likelihood_metrics import TokenLogprobs
 from calbench.policy import sampling_deviations
-from calbench.sampler import sample
+from calbench.sampler import sample_many
 from calbench.tree_attention import cache_kwarg, output_cache, score_trie
 from calbench.trie import build_trie
 
@@ -48,6 +50,17 @@ def _pure_sampling(kwargs: dict[str, Any], until: list[str], eos: str) -> float 
     """
     plain = not sampling_deviations(kwargs, any_temperature=True) and set(until) <= {eos}
     return float(kwargs["temperature"]) if plain else None
+
+
+@dataclass
+class _SideBySide:
+    """Prompts with one sampling setting, waiting to be sampled as one batch."""
+
+    max_gen_toks: int
+    temperature: float
+    until: list[str]
+    parts: list[tuple[torch.Tensor, list[int]]] = field(default_factory=list)  # (prompt ids, request indices)
+    samples: int = 0
 
 
 class CalbenchHFLM(HFLM):
@@ -120,7 +133,32 @@ class CalbenchHFLM(HFLM):
         out = [""] * len(requests)
         eos = self.tok_decode(self.eot_token_id, skip_special_tokens=False)
         pbar = tqdm(total=len(requests), desc="calbench-hf samples", disable=disable_tqdm or self.rank != 0)
-        for (context, _), indices in groups.items():
+
+        def emit(batch: list[int], rows: list[list[int]], until: list[str]) -> None:
+            for i, row in zip(batch, rows, strict=True):
+                out[i] = self._decode(row, until)
+                self.cache_hook.add_partial("generate_until", requests[i].args, out[i])
+            pbar.update(len(batch))
+
+        # plain sampling, per setting: prompts waiting to be decoded side by side, up to
+        # sampling_batch_size samples in all (a prompt's repeats beyond that start a new batch)
+        waiting: dict[str, _SideBySide] = {}
+
+        def flush(key: str) -> None:
+            side = waiting.pop(key)
+            prompts = [prompt for prompt, _ in side.parts]
+            per_prompt = sample_many(
+                self.model,
+                prompts,
+                [len(b) for _, b in side.parts],
+                side.max_gen_toks,
+                side.temperature,
+                self._stop_ids(),
+            )
+            for (_, batch), rows in zip(side.parts, per_prompt, strict=True):
+                emit(batch, rows, side.until)
+
+        for (context, key), indices in groups.items():
             kwargs = normalize_gen_kwargs(requests[indices[0]].args[1], self.max_gen_toks)
             until = handle_stop_sequences(kwargs.pop("until", None), eos=eos)
             max_gen_toks = kwargs.pop("max_gen_toks")
@@ -131,14 +169,16 @@ class CalbenchHFLM(HFLM):
             temperature = _pure_sampling(kwargs, until, eos)
             for start in range(0, len(indices), self.sampling_batch_size):
                 batch = indices[start : start + self.sampling_batch_size]
-                if temperature is not None:
-                    rows = self._sample(prompt, len(batch), max_gen_toks, temperature)
-                else:
-                    rows = self._generate(prompt, len(batch), max_gen_toks, until, kwargs)
-                for i, row in zip(batch, rows, strict=True):
-                    out[i] = self._decode(row, until)
-                    self.cache_hook.add_partial("generate_until", requests[i].args, out[i])
-                pbar.update(len(batch))
+                if temperature is None:
+                    emit(batch, self._generate(prompt, len(batch), max_gen_toks, until, kwargs), until)
+                    continue
+                if key in waiting and waiting[key].samples + len(batch) > self.sampling_batch_size:
+                    flush(key)
+                side = waiting.setdefault(key, _SideBySide(max_gen_toks, temperature, until))
+                side.parts.append((prompt[0], batch))
+                side.samples += len(batch)
+        for key in list(waiting):
+            flush(key)
         pbar.close()
         return out
 
@@ -147,10 +187,6 @@ class CalbenchHFLM(HFLM):
         ids = self.model.generation_config.eos_token_id
         ids = set(ids if isinstance(ids, list) else [] if ids is None else [ids])
         return ids | {int(self.eot_token_id)}
-
-    def _sample(self, prompt: torch.Tensor, n: int, max_gen_toks: int, temperature: float) -> list[list[int]]:
-        """n independent samples of softmax sampling at ``temperature``, the prompt computed once (``calbench.sampler``)."""
-        return sample(self.model, prompt, n, max_gen_toks, temperature, self._stop_ids())
 
     def _generate(
         self, prompt: torch.Tensor, n: int, max_gen_toks: int, until: list[str], kwargs: dict[str, Any]

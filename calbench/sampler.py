@@ -1,10 +1,12 @@
 """Prefix-sharing softmax sampling: n answers to one prompt, the prompt computed once.
 
-``calbench-hf`` samples the N repeats of a numeric prompt here. The batch holds one row
-per distinct prefix with a count: samples that share their first k tokens share the law
-of the next one, so each step draws ``count`` next tokens per row (a multinomial split,
-exactly the law of n independent samples). Rows split when their draws differ and leave
-the batch when they end.
+``calbench-hf`` samples the N repeats of a numeric prompt here, and distinct prompts with
+the same settings side by side (:func:`sample_many`: their common prefix computed once,
+their own suffixes left-padded and masked; a seeded prompt's requests differ only in
+the seed). The batch holds one row per distinct prefix with a count: samples that share
+their first k tokens share the law of the next one, so each step draws ``count`` next
+tokens per row (a multinomial split, exactly the law of n independent samples). Rows
+split when their draws differ and leave the batch when they end.
 
 Decoding is bounded by the model's matrix products, so the rest is kept small: the KV
 cache lives in buffers sized for every row and step up front (a step writes one position
@@ -97,7 +99,6 @@ class RowCache:
 
     def __init__(self, cache: Any, rows: int, steps: int) -> None:
         self.cache = cache
-        self.rows = 1
         layers = getattr(cache, "layers", [])
         for i, layer in enumerate(layers):
             if type(layer) is DynamicLayer and layer.is_initialized:
@@ -119,7 +120,6 @@ class RowCache:
                 order[s] = p
             for layer in self._others:
                 layer.batch_select_indices(torch.tensor(order, device=device))
-        self.rows = len(slot)
         return torch.tensor(slot, device=device)
 
 
@@ -137,7 +137,6 @@ def _draw(logits: torch.Tensor, counts: torch.Tensor, temperature: float) -> tup
     return children[:, 0], children[:, 1], multiplicity
 
 
-@torch.no_grad()
 def sample(
     model: Any, prompt: torch.Tensor, n: int, max_gen_toks: int, temperature: float, stop: set[int]
 ) -> list[list[int]]:
@@ -148,22 +147,110 @@ def sample(
     """
     if prompt.shape[0] != 1:
         raise ValueError(f"sample() takes one prompt row, got {prompt.shape[0]}")
+    return sample_many(model, [prompt[0]], [n], max_gen_toks, temperature, stop)[0]
+
+
+def shared_prefix(prompts: list[torch.Tensor]) -> int:
+    """How many leading tokens every prompt shares, leaving each at least one token of its own."""
+    shortest = min(int(p.numel()) for p in prompts)
+    length = shortest - 1
+    for other in prompts[1:]:
+        differ = (prompts[0][:length] != other[:length]).nonzero()
+        if differ.numel():
+            length = int(differ[0])
+    return length
+
+
+@torch.no_grad()
+def _prefill(model: Any, prompts: list[torch.Tensor]) -> tuple[Any, torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """The prompts' KV cache, one row each, their next-token logits, the attention mask of the
+    cache (None when no row is padded) and each prompt's length.
+
+    Several prompts share their common prefix, computed once; their own suffixes follow it,
+    left-padded to one length and masked, so every row's last position is its prompt's end.
+    """
+    lengths = torch.tensor([int(p.numel()) for p in prompts], device=prompts[0].device)
+    if len(prompts) == 1:
+        out = model(input_ids=prompts[0][None], use_cache=True)
+        return output_cache(out), out.logits[:, -1], None, lengths
+    common = shared_prefix(prompts)
+    head = model(input_ids=prompts[0][None, :common], use_cache=True)
+    cache = output_cache(head)
+    cache.batch_repeat_interleave(len(prompts))
+    width = int(lengths.max()) - common
+    ids = prompts[0].new_zeros(len(prompts), width)
+    own = torch.zeros(len(prompts), width, dtype=torch.long, device=ids.device)
+    for r, p in enumerate(prompts):
+        ids[r, width - (p.numel() - common) :] = p[common:]
+        own[r, width - (p.numel() - common) :] = 1
+    padded = bool((own == 0).any())
+    mask = torch.cat([own.new_ones(len(prompts), common), own], 1) if padded else None
+    positions = (common + own.cumsum(1) - 1).clamp_min(common) if padded else None
+    out = model(
+        input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **{cache_kwarg(model): cache}
+    )
+    return cache, out.logits[:, -1], mask, lengths
+
+
+def _step(
+    model: Any,
+    ids: torch.Tensor,
+    cache: Any,
+    prompt_mask: torch.Tensor | None,
+    lengths: torch.Tensor,
+    origin: torch.Tensor,
+    step: int,
+) -> torch.Tensor:
+    """Next-token logits after feeding generated token ``step`` (``ids``, one per row) to rows
+    continuing prompts ``origin``, of ``lengths`` and padding ``prompt_mask`` (:func:`_prefill`)."""
+    extra: dict[str, torch.Tensor] = {}
+    if prompt_mask is not None:
+        mask = prompt_mask[origin]
+        extra["attention_mask"] = torch.cat([mask, mask.new_ones(ids.shape[0], step + 1)], 1)
+        extra["position_ids"] = (lengths[origin] + step)[:, None]
+    return model(input_ids=ids, use_cache=True, **{cache_kwarg(model): cache}, **extra).logits[:, -1]
+
+
+@torch.no_grad()
+def sample_many(
+    model: Any,
+    prompts: list[torch.Tensor],
+    counts: list[int],
+    max_gen_toks: int,
+    temperature: float,
+    stop: set[int],
+) -> list[list[list[int]]]:
+    """``counts[i]`` independent samples after each of ``prompts`` (1-D token ids), decoded as one batch.
+
+    The prompts share their common prefix (:func:`shared_prefix`) and each prompt's samples
+    share its KV cache; a row's law is exactly that of sampling its prompt alone. Returns,
+    per prompt, its samples in random order; a sample ends as in :func:`sample`.
+    """
+    if len(prompts) != len(counts) or not prompts:
+        raise ValueError(
+            f"sample_many() takes one count per prompt, got {len(prompts)} prompts and {len(counts)} counts"
+        )
+    if len(prompts) > 1 and shared_prefix(prompts) == 0:  # nothing shared: no row may attend to padding alone
+        return [
+            sample_many(model, [p], [c], max_gen_toks, temperature, stop)[0]
+            for p, c in zip(prompts, counts, strict=True)
+        ]
     if max_gen_toks < 1:
-        return [[] for _ in range(n)]
-    device = prompt.device
+        return [[[] for _ in range(c)] for c in counts]
+    device = prompts[0].device
+    n = sum(counts)
     stop_ids = torch.tensor(sorted(stop), dtype=torch.long, device=device)
-    kwarg = cache_kwarg(model)
-    out = model(input_ids=prompt, use_cache=True)
-    cache = RowCache(output_cache(out), rows=n, steps=max_gen_toks)
-    logits = out.logits[:, -1]
+    prompt_cache, logits, prompt_mask, lengths = _prefill(model, prompts)
+    cache = RowCache(prompt_cache, rows=n, steps=max_gen_toks)
     tokens = torch.empty(n, max_gen_toks, dtype=torch.long, device=device)  # row r's prefix
-    counts = torch.tensor([n], device=device)
-    done: list[tuple[list[int], int]] = []
+    origin = torch.arange(len(prompts), device=device)  # the prompt row r continues
+    weights = torch.tensor(counts, device=device)
+    done: list[list[tuple[list[int], int]]] = [[] for _ in prompts]
     for step in range(max_gen_toks):
-        parent, token, multiplicity = _draw(logits, counts, temperature)
+        parent, token, multiplicity = _draw(logits, weights, temperature)
         ended = torch.isin(token, stop_ids) | (step == max_gen_toks - 1)
         for p, t, c in zip(parent[ended].tolist(), token[ended].tolist(), multiplicity[ended].tolist(), strict=True):
-            done.append(([*tokens[p, :step].tolist(), t], c))
+            done[int(origin[p])].append(([*tokens[p, :step].tolist(), t], c))
         go = (~ended).nonzero(as_tuple=True)[0]
         if go.numel() == 0:
             break
@@ -172,9 +259,11 @@ def sample(
         prefixes = tokens[parent, :step]
         tokens[slot, :step] = prefixes
         tokens[slot, step] = token
-        counts = torch.empty_like(multiplicity[go]).index_put_((slot,), multiplicity[go])
-        out = model(input_ids=tokens[: slot.numel(), step : step + 1], use_cache=True, **{kwarg: cache.cache})
-        logits = out.logits[:, -1]
-    samples = [row for row, c in done for _ in range(c)]
-    order = torch.randperm(len(samples)).tolist()
-    return [samples[i] for i in order]
+        weights = torch.empty_like(multiplicity[go]).index_put_((slot,), multiplicity[go])
+        origin = torch.empty_like(origin[parent]).index_put_((slot,), origin[parent])
+        logits = _step(model, tokens[: slot.numel(), step : step + 1], cache.cache, prompt_mask, lengths, origin, step)
+    result = []
+    for finished in done:
+        samples = [row for row, c in finished for _ in range(c)]
+        result.append([samples[i] for i in torch.randperm(len(samples)).tolist()])
+    return result

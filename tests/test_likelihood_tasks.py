@@ -10,6 +10,7 @@ from calbench.answer_tokens import answer_tokens, terminator
 from calbench.families import FAMILIES, make_target
 from calbench.likelihood_metrics import TokenLogprobs
 from calbench.prompt import encode, prompt_text, render
+from calbench.sampler import sample
 from calbench.space import canonical_space
 from calbench.tree_attention import score_trie
 from calbench.trie import build_trie
@@ -110,8 +111,12 @@ def test_calbench_hf_samples_from_the_model(tiny_split):
     torch.manual_seed(0)
     requests = [Instance("generate_until", {}, (context, kwargs), 0) for _ in range(3000)]
     texts = lm.generate_until(requests, disable_tqdm=True)
-    ids = lm.tok_encode(context)
-    probs = torch.softmax(lm.model(torch.tensor([ids])).logits[0, -1].double(), dim=-1).numpy()
+    assert first_token_fit(lm, context, texts) > 1e-4
+
+
+def first_token_fit(lm, context: str, texts: list[str]) -> float:
+    """The chi-square p-value of one-token answers against the model's next-token law after context."""
+    probs = torch.softmax(lm.model(torch.tensor([lm.tok_encode(context)])).logits[0, -1].double(), dim=-1).numpy()
     by_text: dict[str, float] = {}
     for token_id, p in enumerate(probs):
         text = lm.tok_decode([token_id])
@@ -119,7 +124,34 @@ def test_calbench_hf_samples_from_the_model(tiny_split):
     keys = sorted(by_text, key=by_text.get, reverse=True)
     expected = np.array([by_text[k] for k in keys]) * len(texts)
     observed = np.array([sum(t == k for t in texts) for k in keys], dtype=float)
-    assert pooled_chisquare(observed, expected).pvalue > 1e-4  # the rare tokens pooled into one cell
+    return pooled_chisquare(observed, expected).pvalue  # the rare tokens pooled into one cell
+
+
+@torch.no_grad()
+def test_calbench_hf_decodes_distinct_contexts_side_by_side(tiny_split, monkeypatch):
+    # A seeded prompt's requests each have their own context: they are decoded as one batch
+    # (a batch of sampling_batch_size samples at most; a context's requests stay in one batch
+    # unless they fill more than one), and each context's first token still
+    # follows the model's next-token law after that context alone.
+    from lm_eval.api.instance import Instance
+
+    from calbench import hf_backend
+
+    lm = calbench_hf(tiny_split)
+    lm.sampling_batch_size = 2500
+    calls: list[list[int]] = []
+    real = hf_backend.sample_many
+    monkeypatch.setattr(hf_backend, "sample_many", lambda m, p, c, *a: calls.append(c) or real(m, p, c, *a))
+    contexts = [
+        f"<|im_start|>user\nPick a token{tail}<|im_end|>\n<|im_start|>assistant\n" for tail in ("", " now", ", any one")
+    ]
+    kwargs = {"until": [], "do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_gen_toks": 1}
+    requests = [Instance("generate_until", {}, (c, kwargs), 0) for c in contexts for _ in range(1000)]
+    torch.manual_seed(0)
+    texts = lm.generate_until(requests, disable_tqdm=True)
+    assert calls == [[1000, 1000], [1000]]  # in request order, a new batch where the next context does not fit
+    for k, context in enumerate(contexts):
+        assert first_token_fit(lm, context, texts[1000 * k : 1000 * (k + 1)]) > 1e-4
 
 
 @torch.no_grad()
@@ -143,7 +175,7 @@ def test_shared_prefix_sampling_keeps_the_joint_law(tiny_split):
     lm = calbench_hf(tiny_split)
     prompt = torch.tensor([lm.tok_encode("<|im_start|>user\nPick two<|im_end|>\n<|im_start|>assistant\n")])
     torch.manual_seed(1)
-    samples = lm._sample(prompt, 20000, 2, temperature=0.25)  # sharper than the near-uniform tiny model
+    samples = sample(lm.model, prompt, 20000, 2, 0.25, lm._stop_ids())  # sharper than the near-uniform tiny model
     firsts = [s[0] for s in samples]
     top = max(set(firsts), key=firsts.count)
     seconds = [s[1] for s in samples if s[0] == top and len(s) > 1]

@@ -99,3 +99,81 @@ def test_sample_edge_cases(tiny_split):
     assert len(samples) == 50 and all(len(s) == 2 for s in samples)
     with pytest.raises(ValueError, match="one prompt row"):
         sampler.sample(model, prompt.expand(2, -1), 4, 2, 1.0, {2})
+
+
+def test_shared_prefix_leaves_each_prompt_a_token():
+    t = torch.tensor
+    assert sampler.shared_prefix([t([1, 2, 3, 4]), t([1, 2, 5])]) == 2
+    assert sampler.shared_prefix([t([1, 2, 3]), t([1, 2, 3, 4])]) == 2  # the shorter keeps its last token
+    assert sampler.shared_prefix([t([7, 2]), t([1, 2])]) == 0
+    assert sampler.shared_prefix([t([1, 2, 3])]) == 2
+
+
+def _prompts_with_a_common_head(vocab: int) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(3)
+    head = torch.randint(0, vocab, (4,), generator=g)
+    return [torch.cat([head, torch.randint(0, vocab, (k,), generator=g)]) for k in (1, 3, 6)]
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("lengths", ["ragged", "even"])
+def test_side_by_side_rows_match_each_prompt_alone(tiny_split, lengths):
+    # Prompts of different lengths after one common prefix (left-padded, masked): each row's
+    # next-token logits after its prompt and then after each of two continuation tokens equal
+    # a forward over that prompt alone.
+    model = load_model(tiny_split)
+    prompts = _prompts_with_a_common_head(model.config.vocab_size)
+    if lengths == "even":
+        prompts = [torch.cat([p[:4], p[-1:]]) for p in prompts]
+    cache, logits, mask, sizes = sampler._prefill(model, prompts)
+    assert (mask is None) == (lengths == "even")
+    alone = torch.stack([model(input_ids=p[None]).logits[0, -1] for p in prompts])
+    torch.testing.assert_close(logits, alone, atol=1e-4, rtol=1e-4)
+    follow = torch.tensor([[5, 1], [9, 9], [2, 7]])
+    origin = torch.arange(3)
+    for step in range(follow.shape[1]):
+        logits = sampler._step(model, follow[:, step : step + 1], cache, mask, sizes, origin, step)
+        alone = [
+            model(input_ids=torch.cat([p, f[: step + 1]])[None]).logits[0, -1]
+            for p, f in zip(prompts, follow, strict=True)
+        ]
+        torch.testing.assert_close(logits, torch.stack(alone), atol=1e-4, rtol=1e-4)
+
+
+@torch.no_grad()
+def test_side_by_side_samples_follow_each_prompt(tiny_split):
+    # The whole-sample law per prompt (as in test_whole_samples_follow_the_model), for three
+    # prompts of different lengths decoded as one batch.
+    model = load_model(tiny_split)
+    prompts = _prompts_with_a_common_head(model.config.vocab_size)
+    stop = set(range(0, model.config.vocab_size, 2))
+    temperature, counts = 0.1, [4000, 3000, 5000]
+
+    def prob(prompt: torch.Tensor, seq: tuple[int, ...]) -> float:
+        logits = model(input_ids=torch.cat([prompt, torch.tensor(seq)])[None]).logits[0, prompt.numel() - 1 :]
+        logp = torch.log_softmax(logits.double() / temperature, -1)
+        return float(logp[torch.arange(len(seq)), torch.tensor(seq)].sum().exp())
+
+    torch.manual_seed(2)
+    per_prompt = sampler.sample_many(model, prompts, counts, 3, temperature, stop)
+    assert [len(s) for s in per_prompt] == counts
+    for prompt, samples, n in zip(prompts, per_prompt, counts, strict=True):
+        seen = [tuple(s) for s in samples]
+        cells = sorted(set(seen), key=seen.count, reverse=True)[:10]
+        expected = np.array([prob(prompt, c) * n for c in cells])
+        observed = np.array([seen.count(c) for c in cells], dtype=float)
+        rest = n - expected.sum()
+        assert rest > 5
+        assert pooled_chisquare(np.append(observed, n - observed.sum()), np.append(expected, rest)).pvalue > 1e-4
+
+
+@torch.no_grad()
+def test_side_by_side_edge_cases(tiny_split):
+    model = load_model(tiny_split)
+    t = torch.tensor
+    assert sampler.sample_many(model, [t([5, 6]), t([5, 7, 8])], [2, 1], 0, 1.0, {2}) == [[[], []], [[]]]
+    # nothing shared: each prompt is sampled on its own
+    out = sampler.sample_many(model, [t([5, 6]), t([7, 8, 9])], [3, 4], 2, 1.0, set())
+    assert [len(s) for s in out] == [3, 4] and all(len(x) == 2 for s in out for x in s)
+    with pytest.raises(ValueError, match="one count per prompt"):
+        sampler.sample_many(model, [t([5, 6])], [1, 2], 2, 1.0, {2})
