@@ -1,15 +1,19 @@
-"""Sampling N answers to one prompt: stock lm-eval ``hf`` against ``calbench-hf``.
+"""Sampling N answers to one prompt, under each protocol: stock lm-eval ``hf`` against ``calbench-hf``.
 
-Both backends answer the same N identical generate_until requests (the numeric tasks'
-settings: T=1, top_p 1, top_k 0, 32 new tokens at most, stop at end-of-turn) in one
-process. Stock ``hf`` runs them in batches of ``--batch-size`` rows, each recomputing the
-prompt and keeping finished rows in the batch until the whole batch has ended;
-``calbench-hf`` computes the prompt once, decodes all N as one batch of distinct prefixes
-and drops finished ones. Prints samples per second for each, the share of valid answers
-(the two should agree up to noise) and the tokens each fed to the model, and ends with
-one line ``speedup <ratio>``.
+Both backends answer the same N generate_until requests (the tasks' settings: T=1, top_p 1,
+top_k 0, stop at end-of-turn, the protocol's token budget) in one process, for each
+protocol asked for (``calbench.protocols``): ``independent`` (the numeric tasks' prompt,
+32 new tokens at most), ``batch`` (10 numbers per answer, 160 tokens), ``ssot`` (a random
+string, then the number, 256 tokens) and ``seeded`` (N distinct contexts, one seed each).
+Stock ``hf`` runs them in batches of ``--batch-size`` rows, each recomputing the prompt and
+keeping finished rows in the batch until the whole batch has ended; ``calbench-hf``
+computes a prompt once (distinct seeded prompts: their common prefix once), decodes all N
+as one batch of distinct prefixes and drops finished ones. Prints samples per second for
+each, the share of valid samples (the two should agree up to noise) and the tokens each
+fed to the model, and ends each protocol with one line ``speedup <protocol> <ratio>``.
 
-    python benchmarks/sampling.py [--n 1000] [--model smollm2-135m-instruct|tiny]
+    python benchmarks/sampling.py [--protocols independent batch ssot seeded] [--n 1000] [--long-n 200]
+        [--model smollm2-135m-instruct|tiny] [--peft ADAPTER]
 """
 
 from __future__ import annotations
@@ -27,32 +31,51 @@ from calbench.families import make_target
 from calbench.hf_backend import CalbenchHFLM
 from calbench.parse import classify
 from calbench.prompt import prompt_text
+from calbench.protocols import PROTOCOLS, SEED_SLOT, protocol_text, samples_of, seed_string
 
-GEN_KWARGS = {"until": [], "do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_gen_toks": 32}
+PURE = {"until": [], "do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0}
 TARGET = make_target("gaussian", {"mu": 3.5, "sigma": 3})
 
 
-def run(lm: HFLM, n: int) -> tuple[float, float, int]:
-    """(samples per second, valid share, tokens fed to the model) for n repeats of the prompt."""
-    context = lm.apply_chat_template([{"role": "user", "content": prompt_text(TARGET)}])
-    requests = [Instance("generate_until", {}, (context, dict(GEN_KWARGS)), 0) for _ in range(n)]
+def requests(lm: HFLM, protocol: str, n: int) -> list[Instance]:
+    """n requests for one prompt of TARGET under ``protocol`` (seeded: n contexts, one seed each)."""
+    text = prompt_text(TARGET) if protocol == "independent" else protocol_text(protocol, TARGET)
+    budget = 32 if protocol == "independent" else PROTOCOLS[protocol].max_gen_toks
+    context = lm.apply_chat_template([{"role": "user", "content": text}])
+    contexts = [context.replace(SEED_SLOT, seed_string(0, "benchmark", i)) for i in range(n)]
+    return [Instance("generate_until", {}, (c, {**PURE, "max_gen_toks": budget}), 0) for c in contexts]
+
+
+def run(lm: HFLM, protocol: str, n: int) -> tuple[float, float, int]:
+    """(samples per second, valid share of the samples, tokens fed to the model) for n requests."""
     fed = [0]
 
     def count(_module: torch.nn.Module, args: tuple) -> None:
         fed[0] += args[0].numel()
 
+    batch = requests(lm, protocol, n)
     hook = lm.model.get_input_embeddings().register_forward_pre_hook(count)  # every path feeds ids through it
     torch.manual_seed(0)
     start = time.perf_counter()
-    answers = lm.generate_until(requests, disable_tqdm=True)
+    answers = lm.generate_until(batch, disable_tqdm=True)
     elapsed = time.perf_counter() - start
     hook.remove()
-    return n / elapsed, sum(classify(a, TARGET).valid for a in answers) / n, fed[0]
+    items = answers if protocol == "independent" else samples_of(protocol, answers, TARGET)[0]
+    valid = sum(classify(a, TARGET).valid for a in items) / len(items)
+    return len(items) / elapsed, valid, fed[0]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--n", type=int, default=1000, help="samples of the one prompt")
+    parser.add_argument(
+        "--protocols",
+        nargs="+",
+        default=["independent", "batch", "ssot", "seeded"],
+        choices=["independent", *PROTOCOLS],
+        help="protocols to measure, in this order",
+    )
+    parser.add_argument("--n", type=int, default=1000, help="requests for the independent prompt")
+    parser.add_argument("--long-n", type=int, default=200, help="requests for the other protocols (long answers)")
     parser.add_argument("--batch-size", type=int, default=64, help="stock hf batch size")
     parser.add_argument("--model", default="smollm2-135m-instruct", help="a catalogue name, or 'tiny'")
     parser.add_argument("--peft", default=None, help="a LoRA adapter folder to load on the model")
@@ -70,18 +93,22 @@ def main() -> None:
         extra = {"peft": args.peft} if args.peft else {}
         stock = HFLM(pretrained=path, dtype="float32", device="cpu", batch_size=args.batch_size, **extra)
         fast = CalbenchHFLM(pretrained=path, dtype="float32", device="cpu", **extra)
-        rate_stock, valid_stock, fed_stock = run(stock, args.n)
-        rate_fast, valid_fast, fed_fast = run(fast, args.n)
-    print(
-        f"{args.model}{' + ' + args.peft if args.peft else ''}: {args.n} samples of one prompt ({TARGET.key}), 32 new tokens at most"
-    )
-    print(
-        f"  stock hf (batch {args.batch_size}): {rate_stock:7.2f} samples/s, valid {valid_stock:.3f}, {fed_stock:,} tokens fed"
-    )
-    print(
-        f"  calbench-hf (shared prefixes):  {rate_fast:7.2f} samples/s, valid {valid_fast:.3f}, {fed_fast:,} tokens fed"
-    )
-    print(f"speedup {rate_fast / rate_stock:.1f}")
+        print(f"{args.model}{' + ' + args.peft if args.peft else ''}: one prompt ({TARGET.key})")
+        for protocol in args.protocols:
+            n = args.n if protocol == "independent" else args.long_n
+            rate_stock, valid_stock, fed_stock = run(stock, protocol, n)
+            rate_fast, valid_fast, fed_fast = run(fast, protocol, n)
+            budget = 32 if protocol == "independent" else PROTOCOLS[protocol].max_gen_toks
+            print(f"{protocol}: {n} requests, {budget} new tokens at most")
+            print(
+                f"  stock hf (batch {args.batch_size}): {rate_stock:7.2f} samples/s, valid {valid_stock:.3f}, "
+                f"{fed_stock:,} tokens fed"
+            )
+            print(
+                f"  calbench-hf (shared prefixes):  {rate_fast:7.2f} samples/s, valid {valid_fast:.3f}, "
+                f"{fed_fast:,} tokens fed"
+            )
+            print(f"speedup {protocol} {rate_fast / rate_stock:.1f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -130,18 +130,19 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
             print(f"written: {path}")
         elif args.action == "card":
             print(f"written: {render.update_card(args.adapter, args.records, args.results_dir)}")
-        elif args.action == "protocols":
+        else:
             from calbench.leaderboard import protocol_table
 
-            readme = None if args.no_readme else args.readme
-            for path in protocol_table.write(args.folder, args.output, readme, args.command, args.systems):
-                print(f"written: {path}")
-        else:
             stored = records.load_records(args.results_dir)
-            if not stored:
-                raise records.RefusedRunError(f"no run records under {args.results_dir}")
+            protocol_dir = args.results_dir / protocol_table.FOLDER
+            protocol_runs = records.load_records(protocol_dir) if protocol_dir.is_dir() else []
+            if not stored and not protocol_runs:
+                raise records.RefusedRunError(f"no run records under {args.results_dir} or {protocol_dir}")
             readme = None if args.no_readme else args.readme
-            for path in render.write_all(stored, args.output, readme, draw=not args.no_plots):
+            written = render.write_all(stored, args.output, readme, draw=not args.no_plots) if stored else []
+            if protocol_runs:
+                written += protocol_table.write(protocol_runs, args.output, readme, draw=not args.no_plots)
+            for path in dict.fromkeys(written):
                 print(f"written: {path}")
     except (records.RefusedRunError, OSError, KeyError, json.JSONDecodeError) as err:
         return _fail("leaderboard", err)
@@ -235,23 +236,16 @@ def build_parser() -> argparse.ArgumentParser:
     p_add.add_argument("--adapter", help="the adapter folder to look up in --drift")
     p_add.add_argument("--results-dir", type=Path, default=Path("leaderboards") / "results")
     p_add.set_defaults(func=cmd_leaderboard)
-    p_render = lb_sub.add_parser("render", help="leaderboards/README.md, CSV tables, plots, README headline")
+    p_render = lb_sub.add_parser(
+        "render",
+        help="leaderboards/README.md, CSV tables, plots, README headline; the protocol table from <results-dir>/protocols",
+    )
     p_render.add_argument("--results-dir", type=Path, default=Path("leaderboards") / "results")
     p_render.add_argument("--output", type=Path, default=Path("leaderboards"))
     p_render.add_argument("--readme", type=Path, default=Path("README.md"), help="README with the headline block")
     p_render.add_argument("--no-readme", action="store_true", help="leave the top-level README alone")
     p_render.add_argument("--no-plots", action="store_true")
     p_render.set_defaults(func=cmd_leaderboard)
-    p_proto = lb_sub.add_parser("protocols", help="the protocol table and plot from a folder of protocol runs")
-    p_proto.add_argument(
-        "folder", type=Path, help="<folder>/<system>/**/results_*.json (leaderboards/protocols-cpu/results)"
-    )
-    p_proto.add_argument("--command", required=True, help="the command that produced the runs")
-    p_proto.add_argument("--systems", nargs="+", help="the systems (subfolders) in table order")
-    p_proto.add_argument("--output", type=Path, default=Path("leaderboards"))
-    p_proto.add_argument("--readme", type=Path, default=Path("README.md"), help="README with the protocols block")
-    p_proto.add_argument("--no-readme", action="store_true", help="leave the top-level README alone")
-    p_proto.set_defaults(func=cmd_leaderboard)
     p_card = lb_sub.add_parser("card", help="write run records into an adapter's model card (Evaluation)")
     p_card.add_argument("adapter", type=Path, help="the adapter folder (with calbench_train.json)")
     p_card.add_argument("records", nargs="+", help="run record names: the adapter's, then e.g. its base model's")

@@ -276,6 +276,16 @@ def test_committed_leaderboard_is_reproduced_byte_for_byte():
     assert readme == render.splice_readme(readme, render.headline_markdown(records))
     for rel in plots.plot_paths(records):
         assert (BOARD / rel).is_file(), rel
+    # the protocol table, from its own records
+    from calbench.leaderboard import protocol_table
+
+    protocol_records = run_records.load_records(BOARD / "results" / protocol_table.FOLDER)
+    assert protocol_records, "no committed protocol run records"
+    for name, content in protocol_table.render(protocol_records).items():
+        assert (BOARD / name).read_text() == content, f"leaderboards/{name} is stale: calbench leaderboard render"
+    block = protocol_table.readme_block(protocol_records)
+    assert readme == render.splice_readme(readme, block, protocol_table.README_START, protocol_table.README_END)
+    assert (BOARD / protocol_table.PLOT).is_file()
 
 
 def test_adapter_card_gets_the_evaluation(records, tmp_path):

@@ -234,19 +234,22 @@ def test_protocol_table_rescores_each_run_from_its_samples(tmp_path):
     from calbench import cli
     from calbench.leaderboard import protocol_table
 
-    runs = tmp_path / "runs"
+    runs, store = tmp_path / "runs", tmp_path / "results"
     for model, name in (("calbench-oracle", "oracle"), ("calbench-collapsed", "collapsed")):
         runner.evaluate(model, ["calbench_numeric_quick", *TASKS], num_samples=50, output_path=runs / name)
+        (results,) = (runs / name).rglob("results_*.json")
+        add = ["leaderboard", "add", name, "--type", "reference", "--command", "cmd", str(results)]
+        assert cli.main([*add, "--results-dir", str(store / protocol_table.FOLDER)]) == 0
     readme = tmp_path / "README.md"
     readme.write_text(f"intro\n{protocol_table.README_START}\nold\n{protocol_table.README_END}\nrest\n")
-    argv = ["leaderboard", "protocols", str(runs), "--command", "cmd", "--systems", "oracle", "collapsed"]
-    assert cli.main([*argv, "--output", str(tmp_path / "board"), "--readme", str(readme)]) == 0
+    argv = ["leaderboard", "render", "--results-dir", str(store), "--output", str(tmp_path / "board")]
+    assert cli.main([*argv, "--readme", str(readme)]) == 0
     table = (tmp_path / "board" / protocol_table.TABLE).read_text()
     lines = [
         line.split("|") for line in table.splitlines() if line.startswith("| oracle") or line.startswith("| collapsed")
     ]
     assert [(cells[1].strip(), cells[2].strip()) for cells in lines] == [
-        (system, protocol) for system in ("oracle", "collapsed") for protocol in protocol_table.ORDER
+        (system, protocol) for system in ("collapsed", "oracle") for protocol in protocol_table.ORDER
     ]
     scores = {(c[1].strip(), c[2].strip()): float(c[5].split("±")[0]) for c in lines}
     assert all(scores[("oracle", p)] > 90 and scores[("collapsed", p)] < 1 for p in protocol_table.ORDER)

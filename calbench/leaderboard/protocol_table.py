@@ -1,11 +1,12 @@
 """The protocol table: every system under every sampling protocol, scored alike.
 
-Reads lm-eval outputs laid out as ``<folder>/<system>/**/results_*.json`` with their samples
-logs (``leaderboards/protocols-cpu/run.sh`` writes them), re-scores each (system, protocol)
-from its samples as the leaderboard does (valid rate, the calibration score, ``pit_w1``,
-KS@N) and adds from lm-eval's results the excess W1/IQR median, the well-formed rate and the
-generated tokens per valid sample. ``calbench leaderboard protocols`` writes the table
-(markdown and CSV), the protocol-gap plot, and splices the table into the README.
+Reads the run records of protocol runs (``leaderboards/results/protocols/``: one record per
+system, built by ``calbench leaderboard add`` from ``leaderboards/protocols-cpu/run.sh``'s
+outputs; ``leaderboards/protocols-cpu/records.sh``), re-scores each (system, protocol) from its
+stored samples as the leaderboard does (valid rate, the calibration score, ``pit_w1``, KS@N)
+and adds from the record's metrics the excess W1/IQR median, the well-formed rate and the
+generated tokens per valid sample. ``calbench leaderboard render`` writes the table
+(markdown and CSV) and the protocol-gap plot, and splices the table into the README.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from typing import Any
 from tabulate import tabulate
 
 from calbench import calibration_score as n_free
-from calbench import results_tables
 from calbench.leaderboard import plots, records, score
 from calbench.leaderboard.render import csv_text, splice_readme
 from calbench.policy import arrow
@@ -29,23 +29,16 @@ from calbench.stats import Z95, Estimate
 
 ORDER = ("independent", *PROTOCOLS)
 QUICK = "calbench_numeric_quick"
+FOLDER = "protocols"  # under the results store
 TABLE, CSV, PLOT = "protocols.md", "tables/protocols.csv", "plots/protocol_gap.png"
 README_START, README_END = "<!-- protocols:start -->", "<!-- protocols:end -->"
-
-
-def protocol_of_task(task: str) -> str | None:
-    """The protocol of a quick numeric task (None for any other task)."""
-    if task == QUICK:
-        return "independent"
-    name = task.removeprefix(QUICK + "_")
-    return name if name in PROTOCOLS and task != name else None
 
 
 @dataclass(frozen=True)
 class Run:
     system: str
     protocol: str
-    task_results: Mapping[str, Any]
+    overall: Mapping[str, Any]  # the record's [value, se] pairs
     rows: Mapping[str, Sequence[score.Prompt]]
 
     @property
@@ -53,25 +46,23 @@ class Run:
         return max(n for family in self.rows.values() for _, n, _ in family)
 
 
-def load_runs(folder: Path, systems: Sequence[str] | None = None) -> list[Run]:
-    """Every (system, protocol) under ``folder`` (systems in ``systems`` order, else by name)."""
-    names = list(systems) if systems else sorted(p.name for p in folder.iterdir() if p.is_dir())
+def load_runs(stored: Sequence[Mapping[str, Any]]) -> list[Run]:
+    """Every (system, protocol) of the quick selection in ``stored`` run records: systems by
+    entry type (references first), then name; protocols in ``ORDER``."""
+    ranked = sorted(stored, key=lambda r: (records.ENTRY_TYPES.index(r["type"]), r["name"]))
     runs = []
-    for system in names:
-        found: dict[str, Run] = {}
-        for results_file in sorted((folder / system).rglob("results_*.json")):
-            results = results_tables.load(results_file)
-            for task, task_results in results["results"].items():
-                protocol = protocol_of_task(task)
-                if protocol is None:
-                    continue
-                if protocol in found:
-                    raise records.RefusedRunError(f"{folder / system}: two runs of {task}; keep one")
-                samples = records.file_prompt_values(records.samples_log(results_file, task), protocol)
-                found[protocol] = Run(system, protocol, task_results, score.prompt_rows(samples))
+    for record in ranked:
+        found = {}
+        for task, entry in record["tasks"].items():
+            protocol = score.sampling_protocol(task)
+            if protocol is None or not task.startswith(QUICK):
+                continue
+            if "samples" not in entry:
+                raise records.RefusedRunError(f"{record['name']}: {task} has no stored samples")
+            found[protocol] = Run(record["name"], protocol, entry["overall"], score.prompt_rows(entry["samples"]))
         runs += [found[p] for p in ORDER if p in found]
     if not runs:
-        raise records.RefusedRunError(f"{folder}: no runs of {QUICK} or its protocol variants")
+        raise records.RefusedRunError(f"no run records of {QUICK} or its protocol variants")
     return runs
 
 
@@ -80,13 +71,13 @@ def cells(run: Run, ks_n: int) -> list[Estimate]:
     undefined = Estimate(math.nan, math.nan)  # the independent tasks report no protocol diagnostics
 
     def extra(metric: str) -> Estimate:
-        return undefined if run.protocol == "independent" else results_tables.overall_metric(run.task_results, metric)
+        return undefined if run.protocol == "independent" else score.estimate(run.overall.get(metric))
 
     return [
         q["valid_rate"],
         q["calibration_score"],
         q["pit_w1"],
-        results_tables.overall_metric(run.task_results, "excess_w1_iqr_median"),
+        score.estimate(run.overall.get("excess_w1_iqr_median")),
         q["ks_at_n"],
         extra("well_formed_rate"),
         extra("tokens_per_valid"),
@@ -110,13 +101,15 @@ def table(runs: Sequence[Run], ks_n: int = n_free.M_REF) -> tuple[list[str], lis
     return headers, rows
 
 
-def markdown(runs: Sequence[Run], command: str) -> str:
+def markdown(runs: Sequence[Run], commands: Sequence[str]) -> str:
     headers, rows = table(runs)
+    command = " && ".join(dict.fromkeys(c.split("#", 1)[0].strip() for c in commands))  # the runs, not the notes
     note = (
         "Value ± 95% interval half-width. The 42 selected prompts of the 30 families (calbench_numeric_quick and its "
         "protocol variants), re-scored from each run's samples as the leaderboard is; tokens/valid counts the "
         "model's tokens (the references: bytes) generated per valid sample; well_formed_rate: batch, exactly 10 "
-        "numbers; ssot, an Answer: line; verbalized, a parseable list. Reproduce with: `" + command + "`."
+        "numbers; ssot, an Answer: line; verbalized, a parseable list. The runs: `" + command + "`; the table, "
+        "from their run records: `calbench leaderboard render`."
     )
     return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True) + "\n\n" + note + "\n"
 
@@ -131,11 +124,15 @@ def draw_gap(runs: Sequence[Run], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6.5, 3.4))
     systems = list(dict.fromkeys(r.system for r in runs))
     for system in systems:
-        mine = [r for r in runs if r.system == system]
-        xs = [ORDER.index(r.protocol) for r in mine]
-        scores = [n_free.calibration_score(r.rows) for r in mine]
+        by_protocol = {r.protocol: n_free.calibration_score(r.rows) for r in runs if r.system == system}
+        scores = [by_protocol.get(p, Estimate(math.nan, math.nan)) for p in ORDER]  # a gap where one is missing
         ax.errorbar(
-            xs, [s.value for s in scores], yerr=[Z95 * s.se for s in scores], marker="o", capsize=3, label=system
+            range(len(ORDER)),
+            [s.value for s in scores],
+            yerr=[Z95 * s.se for s in scores],
+            marker="o",
+            capsize=3,
+            label=system,
         )
     ax.set_xticks(range(len(ORDER)), ORDER)
     ax.set_ylim(-3, 103)
@@ -147,19 +144,29 @@ def draw_gap(runs: Sequence[Run], path: Path) -> None:
     plt.close(fig)
 
 
-def write(
-    folder: Path, out: Path, readme: Path | None, command: str, systems: Sequence[str] | None = None
-) -> list[Path]:
-    runs = load_runs(folder, systems)
-    text = markdown(runs, command)
+def render(stored: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """The table's files (relative path: content) from protocol run records."""
+    runs = load_runs(stored)
     headers, rows = table(runs)
+    text = markdown(runs, [r["command"] for r in stored])
+    page = "# calbench: sampling protocols\n\n" + text + f"\n![calibration score by protocol]({PLOT})\n"
+    return {TABLE: page, CSV: csv_text(headers, rows)}
+
+
+def readme_block(stored: Sequence[Mapping[str, Any]]) -> str:
+    return markdown(load_runs(stored), [r["command"] for r in stored]).rstrip("\n")
+
+
+def write(stored: Sequence[Mapping[str, Any]], out: Path, readme: Path | None, draw: bool = True) -> list[Path]:
+    """Write the table (and the protocol-gap plot) under ``out``; splice the table into ``readme``."""
     written = []
-    records.atomic_write(out / TABLE, "# calbench: sampling protocols\n\n" + text)
-    records.atomic_write(out / CSV, csv_text(headers, rows))
-    written += [out / TABLE, out / CSV]
-    draw_gap(runs, out / PLOT)
-    written.append(out / PLOT)
+    for name, content in render(stored).items():
+        records.atomic_write(out / name, content)
+        written.append(out / name)
+    if draw:
+        draw_gap(load_runs(stored), out / PLOT)
+        written.append(out / PLOT)
     if readme is not None:
-        readme.write_text(splice_readme(readme.read_text(), text.rstrip("\n"), README_START, README_END))
+        readme.write_text(splice_readme(readme.read_text(), readme_block(stored), README_START, README_END))
         written.append(readme)
     return written

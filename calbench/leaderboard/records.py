@@ -6,7 +6,8 @@ calbench's tasks, with everything needed to trust and reproduce it: model revisi
 weight hash, adapter hash, backend, task versions, generation settings, seeds, calbench
 commit, package versions, the exact command, and the metrics with standard errors. Runs
 that are not pure T=1 sampling (``calbench.policy``), or that used ``--limit``, are refused.
-The sampled values of the numeric sampling tasks are kept beside each record (for plots).
+The sampled values of the numeric sampling tasks (any protocol) are kept beside each record
+(the scores and plots are computed from them).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 
 from calbench import protocols, results_tables
 from calbench.families import FAMILIES, make_target
-from calbench.leaderboard.score import LIKELIHOOD_TASKS, NUMERIC_SPLITS, SAMPLING_TASKS
+from calbench.leaderboard.score import LIKELIHOOD_TASKS, NUMERIC_SPLITS, SAMPLING_TASKS, sampling_protocol
 from calbench.parse import classify
 from calbench.policy import PURE_SAMPLING, active_generation_config, sampling_deviations
 from calbench.stats import Estimate
@@ -299,8 +300,9 @@ def build_record(
                 "prompts": results.get("n-samples", {}).get(task, {}).get("effective"),
                 **_task_metrics(task_results, task),
             }
-            if task in SAMPLING_TASKS.values():
-                entry["samples"] = file_prompt_values(samples_log(Path(path), task))
+            protocol = sampling_protocol(task)
+            if protocol is not None:
+                entry["samples"] = file_prompt_values(samples_log(Path(path), task), protocol)
             record["tasks"][task] = entry
     if drift is not None:
         record["drift"] = dict(drift)

@@ -46,6 +46,20 @@ NUMERIC_SPLITS = ("unseen", "heldout")
 SAMPLING_TASKS = {s: f"calbench_numeric_{s}" for s in NUMERIC_SPLITS}
 LIKELIHOOD_TASKS = {s: f"calbench_numeric_{s}_likelihood" for s in NUMERIC_SPLITS}
 TIERS = {1: "I", 2: "II", 3: "III"}
+SAMPLING_SETS = (*NUMERIC_SPLITS, "quick")  # the numeric sampling tasks: each split, and the quick selection
+
+
+def sampling_protocol(task: str) -> str | None:
+    """The sampling protocol of a numeric sampling task (``calbench_numeric_<set>[_<protocol>]``), else None."""
+    from calbench.protocols import PROTOCOLS
+
+    for name in SAMPLING_SETS:
+        stem = f"calbench_numeric_{name}"
+        if task == stem:
+            return "independent"
+        if task.startswith(stem + "_") and task.removeprefix(stem + "_") in PROTOCOLS:
+            return task.removeprefix(stem + "_")
+    return None
 
 
 def estimate(pair: Sequence[float | None] | None) -> Estimate:

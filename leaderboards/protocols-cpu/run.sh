@@ -5,11 +5,11 @@
 # for the two references and SmolLM2-135M-Instruct base, soft and hard, with calbench-hf on a
 # 2-core CPU. One lm-eval run per (protocol, system), so each result lands as soon as it is
 # done; the cheap protocols first (a seeded prompt's 50 requests each have their own context,
-# so nothing is shared between them). Then the table:
+# so only their common prefix is; calbench-hf decodes them side by side). Then the records
+# and the table:
 #
 #   bash leaderboards/protocols-cpu/run.sh            # from the repository root
-#   calbench leaderboard protocols leaderboards/protocols-cpu/results --command "bash leaderboards/protocols-cpu/run.sh" \
-#     --systems oracle collapsed base soft hard
+#   bash leaderboards/protocols-cpu/records.sh
 set -euo pipefail
 HERE=leaderboards/protocols-cpu
 ADAPTERS=leaderboards/smollm2-cpu/adapters
