@@ -15,11 +15,13 @@ tokenization is kept), faster:
   Plain softmax sampling (the numeric tasks: T, top_k 0, top_p 1, stop at EOS) runs
   calbench's own decoding loop (``calbench.sampler``), which also shares every common
   prefix among the samples, drops finished ones and moves only the cache rows that
-  change, and decodes distinct prompts side by side (their common prefix once) until
-  the batch is full; any other settings run HF generate on the shared prompt cache.
+  change, and decodes distinct prompts side by side (their common prefix once) while
+  the batch and its KV cache have room; any other settings run HF generate on the shared prompt cache.
 
 Reached through ``calbench eval --model calbench-hf --model_args pretrained=...``; every
-``hf`` model argument works, plus ``sampling_batch_size`` (default 1024).
+``hf`` model argument works, plus ``sampling_batch_size`` (default 1024 samples decoded at
+once) and ``sampling_cache_gb`` (default 4: distinct prompts join a batch only while its KV
+cache stays within it; a prompt's own repeats always run together, up to the batch size).
 """
 
 from __future__ import annotations
@@ -61,14 +63,35 @@ class _SideBySide:
     until: list[str]
     parts: list[tuple[torch.Tensor, list[int]]] = field(default_factory=list)  # (prompt ids, request indices)
     samples: int = 0
+    longest: int = 0  # the longest prompt's tokens
+
+    def fits(self, lm: CalbenchHFLM, prompt_tokens: int, samples: int) -> bool:
+        """Whether a prompt's ``samples`` may join: at most sampling_batch_size samples in all, and
+        a KV cache of at most sampling_cache_gb (a prompt alone always runs, as before)."""
+        rows = self.samples + samples
+        positions = max(self.longest, prompt_tokens) + self.max_gen_toks
+        return rows <= lm.sampling_batch_size and lm._cache_bytes(rows, positions) <= lm.sampling_cache_gb * 2**30
 
 
 class CalbenchHFLM(HFLM):
     """lm-eval's ``hf`` backend, with prompt-sharing loglikelihood and sampling."""
 
-    def __init__(self, *args: Any, sampling_batch_size: int = 1024, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, sampling_batch_size: int = 1024, sampling_cache_gb: float = 4.0, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.sampling_batch_size = int(sampling_batch_size)
+        self.sampling_cache_gb = float(sampling_cache_gb)
+
+    def _cache_bytes(self, rows: int, positions: int) -> float:
+        """The KV cache ``rows`` decoding rows of ``positions`` positions take (every layer full size)."""
+        config = self.model.config
+        config = getattr(config, "text_config", None) or config
+        heads = getattr(config, "num_attention_heads", 1)
+        head_dim = getattr(config, "head_dim", None) or getattr(config, "hidden_size", 0) // max(heads, 1)
+        kv_heads = getattr(config, "num_key_value_heads", None) or heads
+        per_position = getattr(config, "num_hidden_layers", 0) * 2 * kv_heads * head_dim * self.model.dtype.itemsize
+        return float(rows * positions * per_position)
 
     def _loglikelihood_tokens(
         self,
@@ -172,11 +195,12 @@ class CalbenchHFLM(HFLM):
                 if temperature is None:
                     emit(batch, self._generate(prompt, len(batch), max_gen_toks, until, kwargs), until)
                     continue
-                if key in waiting and waiting[key].samples + len(batch) > self.sampling_batch_size:
+                if key in waiting and not waiting[key].fits(self, prompt.shape[1], len(batch)):
                     flush(key)
                 side = waiting.setdefault(key, _SideBySide(max_gen_toks, temperature, until))
                 side.parts.append((prompt[0], batch))
                 side.samples += len(batch)
+                side.longest = max(side.longest, prompt.shape[1])
         for key in list(waiting):
             flush(key)
         pbar.close()

@@ -152,6 +152,11 @@ def test_calbench_hf_decodes_distinct_contexts_side_by_side(tiny_split, monkeypa
     assert calls == [[1000, 1000], [1000]]  # in request order, a new batch where the next context does not fit
     for k, context in enumerate(contexts):
         assert first_token_fit(lm, context, texts[1000 * k : 1000 * (k + 1)]) > 1e-4
+    # a batch's KV cache stays within sampling_cache_gb: here no two contexts fit, each runs alone
+    calls.clear()
+    lm.sampling_cache_gb = 1.5 * lm._cache_bytes(1000, len(lm.tok_encode(contexts[-1])) + 1) / 2**30
+    assert len(lm.generate_until(requests, disable_tqdm=True)) == 3000
+    assert calls == [[1000], [1000], [1000]]
 
 
 @torch.no_grad()
