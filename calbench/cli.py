@@ -7,7 +7,7 @@ calbench tasks-path                   the folder for lm_eval --include_path
 calbench train ...                    fine-tune a LoRA adapter (soft or hard targets)
 calbench noveltybench score LOGS...   NoveltyBench partitions and scores (lite or full)
 calbench drift --model M --adapter A  KL(base || tuned) on neutral text, offline
-calbench retention-delta BASE TUNED   tuned - base for every shared lm-eval metric
+calbench retention-delta BASE TUNED   tuned - base on the same items, paired bootstrap interval
 calbench leaderboard add|render|card  the results store, tables, plots and adapter cards
 """
 
@@ -110,10 +110,10 @@ def cmd_drift(args: argparse.Namespace) -> int:
 
 
 def cmd_retention_delta(args: argparse.Namespace) -> int:
-    from calbench import results_tables
+    from calbench import retention_delta
 
     try:
-        print(results_tables.retention_table(results_tables.load(args.base), results_tables.load(args.tuned)))
+        print(retention_delta.table(retention_delta.paired_deltas(args.base, args.tuned)))
     except (OSError, ValueError) as err:
         return _fail("retention-delta", err)
     return 0
@@ -220,7 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
     p_drift.add_argument("--output", type=Path, help="write the results as JSON")
     p_drift.set_defaults(func=cmd_drift)
 
-    p_ret = sub.add_parser("retention-delta", help="tuned - base for every metric two lm-eval results share")
+    p_ret = sub.add_parser(
+        "retention-delta", help="tuned - base on the same items (samples logs), with a paired bootstrap interval"
+    )
     p_ret.add_argument("base", type=Path, help="results_*.json of the base model")
     p_ret.add_argument("tuned", type=Path, help="results_*.json of the tuned model")
     p_ret.set_defaults(func=cmd_retention_delta)

@@ -83,11 +83,14 @@ def metric_keys(metrics: Sequence[str], family: str | None = None, stderr: bool 
 
 
 def _aggregate(
-    summarize: Callable[[list[dict[str, Any]]], sampling_scores.Summary], key: str, items: list[dict[str, Any]]
+    summarize: Callable[[list[dict[str, Any]]], sampling_scores.Summary],
+    group: str,
+    key: str,
+    items: list[dict[str, Any]],
 ) -> float:
     base, stderr, _ = key.partition("_stderr")
     metric, _, family = base.partition("/")
-    records = [i for i in items if not family or i["family"] == family]
+    records = [i for i in items if not family or i[group] == family]
     if not records:  # a family all of whose prompts `--limit` left out
         return float("nan")
     summary = summarize(records)
@@ -107,6 +110,9 @@ class CalbenchTask(ConfigurableTask):
     PER_FAMILY: tuple[str, ...] = ()  # also reported per family
     OPTIONAL: tuple[str, ...] = ()  # reported only when a record defines them
     STDERR = True  # calbench fills lm-eval's stderr column
+    SAMPLED = True  # False: one answer per item whatever num_samples (greedy tasks)
+    GROUP = "family"  # the document column (and record key) the per-group metrics split on
+    GROUPS: tuple[str, ...] = tuple(FAMILIES)  # its values, in report order
 
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
         config = dict(config or {})
@@ -116,13 +122,13 @@ class CalbenchTask(ConfigurableTask):
         if n is not None:
             if isinstance(n, bool) or not isinstance(n, int) or n < 1:
                 raise ValueError(f"{self.config.task}: metadata num_samples must be a positive integer, got {n!r}")
-            if self.config.output_type == "generate_until":  # exact tasks score each answer once
+            if self.config.output_type == "generate_until" and self.SAMPLED:  # exact tasks score each answer once
                 self.config.repeats = n
         # Every document reports every family's keys (each aggregation keeps its own
         # family's records), so lm-eval sees equal counts for all metrics.
         split = self.dataset[self.config.test_split]
-        present = set(split["family"]) if "family" in split.column_names else set()
-        self._families = [f for f in FAMILIES if f in present]
+        present = set(split[self.GROUP]) if self.GROUP in split.column_names else set()
+        self._families = [f for f in self.GROUPS if f in present]
 
     def download(self, dataset_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         # Same as lm-eval's custom_dataset path, without its warning about --metadata.
@@ -148,7 +154,7 @@ class CalbenchTask(ConfigurableTask):
 
     def aggregation(self) -> dict[str, Callable[[list[Any]], float]]:
         keys = self._all_keys(self.OPTIONAL)
-        return {k: partial(_aggregate, type(self).summarize, k) for k in keys}
+        return {k: partial(_aggregate, type(self).summarize, self.GROUP, k) for k in keys}
 
     def higher_is_better(self) -> dict[str, bool]:
         return {k: policy.higher_is_better(k) for k in self._all_keys(self.OPTIONAL)}

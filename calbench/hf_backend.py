@@ -12,8 +12,8 @@ tokenization is kept), faster:
   likelihood tasks compute the exact ``logit_kl``;
 * generate_until: the N repeats of a prompt share one prefill of the prompt, then decode
   as one batch (up to ``sampling_batch_size`` samples) with the same sampling settings.
-  Plain softmax sampling (the numeric tasks: T, top_k 0, top_p 1, stop at EOS) runs
-  calbench's own decoding loop (``calbench.sampler``), which also shares every common
+  Plain softmax sampling (the numeric tasks: T, top_k 0, top_p 1, stop at EOS) and greedy
+  decoding (the retention tasks) run calbench's own decoding loop (``calbench.sampler``), which also shares every common
   prefix among the samples, drops finished ones and moves only the cache rows that
   change, and decodes distinct prompts side by side (their common prefix once) while
   the batch and its KV cache have room; any other settings run HF generate on the shared prompt cache.
@@ -36,22 +36,26 @@ from lm_eval.models.utils import handle_stop_sequences, normalize_gen_kwargs, po
 from tqdm import tqdm
 
 from calbench.likelihood_metrics import TokenLogprobs
-from calbench.policy import sampling_deviations
+from calbench.policy import greedy_deviations, sampling_deviations
 from calbench.sampler import sample_many
 from calbench.tree_attention import cache_kwarg, output_cache, score_trie
 from calbench.trie import build_trie
 
 
-def _pure_sampling(kwargs: dict[str, Any], until: list[str], eos: str) -> float | None:
-    """The temperature, when the settings are plain softmax sampling stopped only by EOS.
+def _sampler_temperature(kwargs: dict[str, Any], until: list[str], eos: str) -> float | None:
+    """The temperature calbench's sampler runs these settings at (0: greedy), stopped only by EOS;
+    None for anything else (HF generate).
 
     That is ``calbench.policy``'s pure sampling at any positive temperature, every setting
     given (left unset, HF generate would apply the model's generation-config defaults,
-    which only ``_generate`` reproduces), anything else at its neutral value, no stop
-    string but EOS.
+    which only ``_generate`` reproduces), or greedy decoding (``policy.greedy_deviations``),
+    anything else at its neutral value, no stop string but EOS.
     """
-    plain = not sampling_deviations(kwargs, any_temperature=True) and set(until) <= {eos}
-    return float(kwargs["temperature"]) if plain else None
+    if not set(until) <= {eos}:
+        return None
+    if not sampling_deviations(kwargs, any_temperature=True):
+        return float(kwargs["temperature"])
+    return 0.0 if not greedy_deviations(kwargs) else None
 
 
 @dataclass
@@ -189,7 +193,7 @@ class CalbenchHFLM(HFLM):
                 [context], left_truncate_len=self.max_length - max_gen_toks, truncation=self.truncation
             )
             prompt = prompt.to(self.device)
-            temperature = _pure_sampling(kwargs, until, eos)
+            temperature = _sampler_temperature(kwargs, until, eos)
             for start in range(0, len(indices), self.sampling_batch_size):
                 batch = indices[start : start + self.sampling_batch_size]
                 if temperature is None:

@@ -5,6 +5,9 @@
   applies its own or the model's defaults (HF generate: top_k 50). The task YAML sets
   exactly these, ``calbench-hf`` runs its own sampler only when they hold (at any
   temperature), and the results store refuses runs that deviate.
+* **Greedy decoding** (``GREEDY``) for the capability tasks (``GREEDY_TASKS``: the offline
+  retention suite's generating tasks, scored like lm-eval's GSM8K and IFEval): ``do_sample``
+  false, every other setting neutral; the results store holds them to it.
 * **Run defaults**: ``enable_thinking=False`` for the backends that take it, so
   hybrid-reasoning chat templates answer directly (templates without it ignore it);
   reference systems have no tokenizer, so their answers end where their text ends;
@@ -19,6 +22,8 @@ from collections.abc import Mapping
 from typing import Any
 
 PURE_SAMPLING: Mapping[str, Any] = {"do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0}
+GREEDY: Mapping[str, Any] = {"do_sample": False, "temperature": 0.0}
+GREEDY_TASKS = ("calbench_arithmetic", "calbench_format_following")
 TOP_K_OFF = (0, -1)  # 0: HF and vLLM; -1: vLLM's "no top-k"
 # Other settings that change sampling, and the values at which they do nothing. A model's
 # generation_config.json may set them (and temperature, top_p, top_k): stock hf and vLLM
@@ -84,6 +89,20 @@ def sampling_deviations(gen: Mapping[str, Any], any_temperature: bool = False) -
         if key not in PURE_SAMPLING and key not in NOT_SAMPLING and not is_neutral(key, value):
             wrong.append(f"{key}={value}")
     return wrong
+
+
+def greedy_deviations(gen: Mapping[str, Any]) -> list[str]:
+    """The settings of ``gen`` that are not greedy decoding (``name=value``); [] if none."""
+    wrong = [] if gen.get("do_sample") is False else [f"do_sample={gen.get('do_sample')}"]
+    for key, value in gen.items():  # sampling knobs do nothing without sampling; the others must be neutral
+        if key not in (*PURE_SAMPLING, *NOT_SAMPLING) and not is_neutral(key, value):
+            wrong.append(f"{key}={value}")
+    return wrong
+
+
+def decoding_deviations(task: str, gen: Mapping[str, Any]) -> list[str]:
+    """How a task's generation settings depart from its policy: greedy for ``GREEDY_TASKS``, else pure T=1."""
+    return greedy_deviations(gen) if task in GREEDY_TASKS else sampling_deviations(gen)
 
 
 def is_neutral(key: str, value: Any) -> bool:
@@ -164,6 +183,12 @@ HIGHER_IS_BETTER: Mapping[str, bool] = {
     "distinct_lite": True,
     "distinct": True,
     "utility": True,
+    # offline retention (calbench.retention)
+    "exact_strict": True,
+    "exact_flexible": True,
+    "strict_acc": True,
+    "loose_acc": True,
+    "acc": True,
     # leaderboard
     "calibration_score": True,
     "drift_kl": False,

@@ -177,44 +177,5 @@ def summaries(results_file: Path) -> str:
     return "\n".join(parts)
 
 
-def retention_table(base: Mapping[str, Any], tuned: Mapping[str, Any]) -> str:
-    """``calbench retention-delta``: tuned - base for every metric two results share."""
-    rows = retention_deltas(base, tuned)
-    if not rows:
-        raise ValueError("the two results share no task")
-    table = [[r["task"], r["metric"], fmt(r["base"]), fmt(r["tuned"]), fmt(r["delta"])] for r in rows]
-    return tabulate(table, headers=["task", "metric", "base", "tuned", "tuned - base"], tablefmt="github")
-
-
-def documents_scored(results: Mapping[str, Any], task: str) -> Any:
-    """What a run scored of a task: its number of documents (``n-samples``) and any ``--limit``."""
-    return (results.get("n-samples", {}).get(task, {}).get("effective"), results.get("config", {}).get("limit"))
-
-
-def retention_deltas(base: Mapping[str, Any], tuned: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """tuned - base for every metric both lm-eval results share (standard errors combined as
-    independent: both runs score the same documents, so this overstates the delta's noise).
-
-    Refuses (``ValueError``) two runs that scored a task over different documents."""
-    rows = []
-    shared = sorted(set(base.get("results", {})) & set(tuned.get("results", {})))
-    for task in shared:
-        b_docs, t_docs = documents_scored(base, task), documents_scored(tuned, task)
-        if b_docs != t_docs:
-            raise ValueError(
-                f"{task}: the two runs scored different documents (base {b_docs[0]} with --limit {b_docs[1]}, "
-                f"tuned {t_docs[0]} with --limit {t_docs[1]}): rerun them alike"
-            )
-    for task in shared:
-        b, t = overall_metrics(base["results"][task]), overall_metrics(tuned["results"][task])
-        for metric in sorted(set(b) & set(t)):
-            delta = t[metric].value - b[metric].value
-            se = math.hypot(b[metric].se, t[metric].se)
-            rows.append(
-                {"task": task, "metric": metric, "base": b[metric], "tuned": t[metric], "delta": Estimate(delta, se)}
-            )
-    return rows
-
-
 def load(path: Path) -> dict[str, Any]:
     return dict(json.loads(Path(path).read_text()))

@@ -124,7 +124,10 @@ class RowCache:
 
 
 def _draw(logits: torch.Tensor, counts: torch.Tensor, temperature: float) -> tuple[torch.Tensor, ...]:
-    """``counts[r]`` draws from row r's softmax at ``temperature``: the distinct (row, token) pairs and their multiplicity."""
+    """``counts[r]`` draws from row r's softmax at ``temperature`` (0: its most likely token):
+    the distinct (row, token) pairs and their multiplicity."""
+    if temperature == 0:  # greedy: the first maximum, as HF generate takes it
+        return torch.arange(counts.numel(), device=logits.device), logits.argmax(-1), counts
     logits = logits.float()
     cdf = (logits - logits.amax(-1, keepdim=True)).div_(temperature).exp_().cumsum_(-1)
     width = int(counts.max())
@@ -220,7 +223,8 @@ def sample_many(
     temperature: float,
     stop: set[int],
 ) -> list[list[list[int]]]:
-    """``counts[i]`` independent samples after each of ``prompts`` (1-D token ids), decoded as one batch.
+    """``counts[i]`` independent samples after each of ``prompts`` (1-D token ids), decoded as one batch
+    (at ``temperature`` 0, greedy: each prompt's one continuation, ``counts[i]`` times).
 
     The prompts share their common prefix (:func:`shared_prefix`) and each prompt's samples
     share its KV cache; a row's law is exactly that of sampling its prompt alone. Returns,

@@ -152,3 +152,32 @@ def bootstrap_median(
         return UNDEFINED
     se = float(draws.std(ddof=1)) if np.all(np.isfinite(draws)) else math.nan
     return Estimate(value, se)
+
+
+@dataclass(frozen=True)
+class PairedDelta:
+    """tuned - base over paired items: the mean difference, its bootstrap SE and 95% percentile interval."""
+
+    delta: Estimate
+    low: float
+    high: float
+    n: int
+
+
+def paired_bootstrap(
+    base: Sequence[float], tuned: Sequence[float], seed: int, draws: int = BOOTSTRAP_DRAWS
+) -> PairedDelta:
+    """The mean of ``tuned[i] - base[i]`` with a paired bootstrap: each draw resamples the items
+    (both scores of an item together), so what the two runs share cancels.
+
+    SE: the draws' standard deviation; interval: their 2.5% and 97.5% percentiles.
+    """
+    b, t = np.asarray(base, dtype=float), np.asarray(tuned, dtype=float)
+    if b.shape != t.shape or b.ndim != 1:
+        raise ValueError(f"paired scores need one base and one tuned score per item, got {b.shape} and {t.shape}")
+    if b.size == 0:
+        return PairedDelta(UNDEFINED, math.nan, math.nan, 0)
+    d = t - b
+    means = d[np.random.default_rng(seed).integers(0, d.size, (draws, d.size))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return PairedDelta(Estimate(float(d.mean()), float(means.std(ddof=1))), float(low), float(high), int(d.size))

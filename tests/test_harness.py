@@ -33,7 +33,10 @@ def _context(sample):
 
 def test_task_files_are_flat_and_tagged():
     assert TASKS == [
+        "calbench_arithmetic",
+        "calbench_format_following",
         "calbench_mcq_balance",
+        "calbench_mmlu_mini",
         "calbench_noveltybench_curated",
         "calbench_noveltybench_wildchat",
         "calbench_numeric_heldout",

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from calbench import policy, runner
-from calbench.hf_backend import _pure_sampling
+from calbench.hf_backend import _sampler_temperature
 from calbench.leaderboard.records import RefusedRunError, check_run
-from calbench.policy import PURE_SAMPLING, sampling_deviations
+from calbench.policy import GREEDY_TASKS, PURE_SAMPLING, decoding_deviations, greedy_deviations, sampling_deviations
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -37,8 +37,14 @@ def test_pure_sampling_and_its_deviations():
 
 
 def test_every_sampling_task_samples_purely(tasks):
-    sampling = [t for t in tasks.values() if t.config.output_type == "generate_until"]
+    generating = [t for t in tasks.values() if t.config.output_type == "generate_until"]
+    sampling = [t for t in generating if t.config.task not in GREEDY_TASKS]
     assert len(sampling) >= 8
+    for task in [t for t in generating if t.config.task in GREEDY_TASKS]:  # the capability tasks: greedy
+        gen = dict(task.config.generation_kwargs)
+        assert greedy_deviations(gen) == [] and gen["repetition_penalty"] == 1.0, task.config.task
+        assert decoding_deviations(task.config.task, gen) == []
+    assert {t.config.task for t in generating} >= set(GREEDY_TASKS)
     for task in sampling:
         gen = dict(task.config.generation_kwargs)
         assert {k: gen[k] for k in PURE_SAMPLING} == dict(PURE_SAMPLING), task.config.task
@@ -48,12 +54,15 @@ def test_every_sampling_task_samples_purely(tasks):
 
 def test_backend_and_results_store_share_the_definition():
     eos = "<eos>"
-    assert _pure_sampling(dict(PURE_SAMPLING), [], eos) == 1.0
-    assert _pure_sampling({**PURE_SAMPLING, "temperature": 0.7}, [eos], eos) == 0.7  # any T for the backend
-    assert _pure_sampling({**PURE_SAMPLING, "top_k": None}, [], eos) is None  # HF would default to 50
-    assert _pure_sampling({**PURE_SAMPLING, "min_p": 0.1}, [], eos) is None  # another setting: HF generate
-    assert _pure_sampling({**PURE_SAMPLING, "repetition_penalty": 1.0}, [], eos) == 1.0  # neutral: ours
-    assert _pure_sampling(dict(PURE_SAMPLING), ["\n"], eos) is None  # a stop string: HF generate
+    assert _sampler_temperature(dict(PURE_SAMPLING), [], eos) == 1.0
+    assert _sampler_temperature({**PURE_SAMPLING, "temperature": 0.7}, [eos], eos) == 0.7  # any T for the backend
+    assert _sampler_temperature({**PURE_SAMPLING, "top_k": None}, [], eos) is None  # HF would default to 50
+    assert _sampler_temperature({**PURE_SAMPLING, "min_p": 0.1}, [], eos) is None  # another setting: HF generate
+    assert _sampler_temperature({**PURE_SAMPLING, "repetition_penalty": 1.0}, [], eos) == 1.0  # neutral: ours
+    assert _sampler_temperature(dict(PURE_SAMPLING), ["\n"], eos) is None  # a stop string: HF generate
+    assert _sampler_temperature({"do_sample": False, "temperature": 0.0}, [eos], eos) == 0.0  # greedy: ours
+    assert _sampler_temperature({"do_sample": False}, [eos], eos) == 0.0
+    assert _sampler_temperature({"do_sample": False, "num_beams": 4}, [eos], eos) is None  # beams: HF generate
     run = {"config": {}, "configs": {"t": {"output_type": "generate_until", "generation_kwargs": dict(PURE_SAMPLING)}}}
     check_run(run)
     run["configs"]["t"]["generation_kwargs"] = {**PURE_SAMPLING, "top_k": None}

@@ -11,7 +11,7 @@ import pytest
 import torch
 from scipy import stats
 
-from calbench import cli, drift, mcq, noveltybench, openended, results_tables, runner
+from calbench import cli, drift, mcq, noveltybench, openended, runner
 from tests.helpers import evaluate_local, load_model, load_tokenizer
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -237,18 +237,6 @@ def test_retention_group_is_indexed():
     assert "calbench_retention" in tm.all_groups
     for task in ("tinyMMLU", "tinyGSM8k", "paloma_c4_en", "paloma_dolma-v1_5"):
         assert task in tm.all_tasks, task
-
-
-def test_retention_deltas(tmp_path, capsys):
-    base = {"results": {"tinyArc": {"acc_norm,none": 0.5, "acc_norm_stderr,none": 0.03, "alias": "tinyArc"}}}
-    tuned = {"results": {"tinyArc": {"acc_norm,none": 0.45, "acc_norm_stderr,none": 0.04}, "other": {}}}
-    (rows,) = results_tables.retention_deltas(base, tuned)
-    assert rows["task"] == "tinyArc" and rows["metric"] == "acc_norm"
-    assert rows["delta"].value == pytest.approx(-0.05) and rows["delta"].se == pytest.approx(0.05)
-    (tmp_path / "b.json").write_text(json.dumps(base))
-    (tmp_path / "t.json").write_text(json.dumps(tuned))
-    assert cli.main(["retention-delta", str(tmp_path / "b.json"), str(tmp_path / "t.json")]) == 0
-    assert "-0.05 ± 0.098" in capsys.readouterr().out
 
 
 # ---------------------------------------------------------------- drift

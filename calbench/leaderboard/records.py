@@ -27,7 +27,7 @@ from calbench import protocols, results_tables
 from calbench.families import FAMILIES, make_target
 from calbench.leaderboard.score import LIKELIHOOD_TASKS, NUMERIC_SPLITS, SAMPLING_TASKS, sampling_protocol
 from calbench.parse import classify
-from calbench.policy import PURE_SAMPLING, active_generation_config, sampling_deviations
+from calbench.policy import GREEDY_TASKS, PURE_SAMPLING, active_generation_config, decoding_deviations
 from calbench.stats import Estimate
 
 ENTRY_TYPES = ("reference", "base", "instruct", "fine-tuned adapter", "prompting method")
@@ -78,7 +78,11 @@ def check_run(results: Mapping[str, Any], source: str = "run") -> None:
                 "(--samples or --limit); leaderboard runs score every prompt"
             )
     for task, gen in _generation_settings(results):
-        wrong = sampling_deviations(gen)
+        wrong = decoding_deviations(task, gen)
+        if wrong and task in GREEDY_TASKS:
+            raise RefusedRunError(
+                f"{source}: task {task} did not decode greedily ({', '.join(wrong)}); the leaderboard needs do_sample=False"
+            )
         if wrong:
             pure = ", ".join(f"{k}={v}" for k, v in PURE_SAMPLING.items())
             raise RefusedRunError(
@@ -108,6 +112,8 @@ def check_generation_config(results: Mapping[str, Any], source: str = "run") -> 
         raise RefusedRunError(f"{source}: unreadable {path} ({err})") from err
     for task, gen in _generation_settings(results):
         active = active_generation_config(generation_config, gen)
+        if task in GREEDY_TASKS:  # temperature, top_p, top_k: nothing without sampling
+            active = [a for a in active if a.split("=", 1)[0] not in PURE_SAMPLING]
         if active:
             raise RefusedRunError(
                 f"{source}: task {task} on {backend}: the model's {path} sets {', '.join(active)}, which "
