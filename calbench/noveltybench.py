@@ -4,8 +4,9 @@ For each prompt, k generations are partitioned greedily into equivalence classes
 generation joins the first class whose *first* member it is equivalent to, or opens a
 new class. Two generations of at most 5 words each are equivalent when
 2 x |shared lower-cased unigrams| >= the longer length; otherwise a similarity model
-decides. ``distinct`` is the number of classes (upstream reported ``max(partition)``,
-one less). Each class's first member is rated 1-10 by a reward model (raw rewards mapped
+decides. ``distinct`` is the number of classes. Upstream fixed its summary script in May 2025
+(commit db138f1): only its per-row ``distinct`` field (``max(partition)``) and summaries
+written before that commit are one short. Each class's first member is rated 1-10 by a reward model (raw rewards mapped
 through fixed thresholds), the other generations score 0, and
 
     utility = Σ_i p^i s_i / Σ_i p^i,  patience p = 0.8.
@@ -83,7 +84,7 @@ def partition(responses: Sequence[str], equivalent: Equivalence) -> list[int]:
 
 
 def distinct(labels: Sequence[int]) -> int:
-    """The number of equivalence classes (upstream's ``max(partition)`` was one short)."""
+    """The number of equivalence classes (upstream's per-row ``distinct`` field, ``max(partition)``, is one short)."""
     return max(labels) + 1 if labels else 0
 
 

@@ -114,7 +114,7 @@ def test_lite_partition_distinct_and_utility_by_hand():
     answers = ["Paris", "paris", "Rome", "Paris.", "rome"]
     labels = noveltybench.partition(answers, noveltybench.lite_equivalent)
     assert labels == [0, 0, 1, 2, 1]  # "Paris." is another word to the short rule
-    assert noveltybench.distinct(labels) == 3  # upstream's max(partition) reported 2
+    assert noveltybench.distinct(labels) == 3  # upstream's per-row field, max(partition), says 2
     assert noveltybench.distinct([0, 0, 0]) == 1 and noveltybench.distinct([]) == 0
     # scores: first members keep their rating, repeats 0 -> [5, 0, 7, 3, 0]
     w = 0.8 ** np.arange(5)
