@@ -113,9 +113,14 @@ class MCQTask(CalbenchTask):
 
 
 def noveltybench_docs(
-    calbench_split: str = "curated", calbench_data_files: str | None = None, **_: Any
+    calbench_split: str = "curated",
+    calbench_data_files: str | None = None,
+    calbench_num_prompts: int | None = None,
+    **_: Any,
 ) -> dict[str, Any]:
-    """NoveltyBench prompts: the hub dataset in real use, or a local JSONL (``calbench_data_files``)."""
+    """NoveltyBench prompts: the hub dataset in real use, or a local JSONL (``calbench_data_files``);
+    ``calbench_num_prompts`` keeps the first N in the split's own order (a fixed subset: the
+    same ids for every system, and the run stays a full run of its task)."""
     import datasets
 
     if calbench_split not in ("curated", "wildchat"):
@@ -124,6 +129,11 @@ def noveltybench_docs(
         data = datasets.load_dataset("json", data_files=calbench_data_files, split="train")
     else:
         data = datasets.load_dataset(noveltybench.HUB_DATASET, split=calbench_split)
+    if calbench_num_prompts is not None:
+        n = calbench_num_prompts
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 < n <= len(data):
+            raise ValueError(f"calbench_num_prompts must be a whole number in 1..{len(data)}, got {n!r}")
+        data = data.select(range(n))
     return {"test": data.select_columns(["id", "prompt"])}
 
 

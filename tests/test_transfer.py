@@ -220,6 +220,18 @@ def test_noveltybench_on_local_fixture_and_cli_scorer(tiny_split, tmp_path, caps
     assert "curated: prompts 3" in capsys.readouterr().out
 
 
+def test_noveltybench_fixed_subset_keeps_the_first_prompts():
+    from calbench.transfer_tasks import noveltybench_docs
+
+    data = str(FIXTURES / "noveltybench_prompts.jsonl")
+    everything = noveltybench_docs("curated", data)["test"]
+    first = noveltybench_docs("curated", data, calbench_num_prompts=2)["test"]
+    assert first["id"] == everything["id"][:2] and first["prompt"] == everything["prompt"][:2]
+    for bad in (0, len(everything) + 1, 1.5, True):
+        with pytest.raises(ValueError, match="calbench_num_prompts must be a whole number"):
+            noveltybench_docs("curated", data, calbench_num_prompts=bad)
+
+
 def test_noveltybench_score_rejects_other_logs(tmp_path, capsys):
     other = tmp_path / "samples_calbench_numeric_quick_2026.jsonl"
     other.write_text("{}\n")

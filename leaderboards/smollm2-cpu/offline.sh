@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Transfer and retention measured offline for SmolLM2-135M-Instruct base and its soft / hard
+# adapters, with calbench-hf on a 2-core CPU:
+#   * the offline retention suite (calbench_retention_offline: arithmetic, mmlu_mini,
+#     format_following; greedy, nothing downloaded);
+#   * NoveltyBench-lite (k = 10 generations at T = 1, 512 new tokens at most) on NoveltyBench's
+#     own prompts, read from ../shared/data/noveltybench (its public prompt files, MIT; never
+#     copied into this repository): all 100 curated prompts, and the first WILDCHAT prompts of
+#     wildchat-1k.jsonl in the file's order (the same ids for every system).
+# Each (system, task set) is one lm-eval run, so results land as they finish; TASKS picks the
+# sets (retention curated wildchat), SYSTEMS the systems. Then `calbench retention-delta` pairs
+# each adapter's items with the base model's:
+#
+#   bash leaderboards/smollm2-cpu/offline.sh        # from the repository root
+set -euo pipefail
+HERE=leaderboards/smollm2-cpu
+DATA=${DATA:-../shared/data/noveltybench}
+WILDCHAT=${WILDCHAT:-100}
+TASKS=${TASKS:-retention curated wildchat}
+SYSTEMS=${SYSTEMS:-base soft hard}
+BASE=$(calbench models path smollm2-135m-instruct)
+for set in $TASKS; do
+  for system in $SYSTEMS; do
+    args="pretrained=$BASE,dtype=float32"
+    [ "$system" = base ] || args="$args,peft=$HERE/adapters/$system"
+    case $set in
+      retention) extra=(--tasks calbench_retention_offline) ;;
+      curated) extra=(--tasks calbench_noveltybench_curated --metadata "{\"calbench_data_files\": \"$DATA/curated.jsonl\"}") ;;
+      wildchat) extra=(--tasks calbench_noveltybench_wildchat
+                       --metadata "{\"calbench_data_files\": \"$DATA/wildchat-1k.jsonl\", \"calbench_num_prompts\": $WILDCHAT}") ;;
+    esac
+    start=$(date +%s)
+    calbench eval --model calbench-hf --model_args "$args" --apply_chat_template "${extra[@]}" \
+      --output_path "$HERE/results_offline/$system"
+    echo "$system $set: $(( $(date +%s) - start )) s" | tee -a "$HERE/offline.log"
+  done
+done
