@@ -150,7 +150,16 @@ class CalbenchTask(ConfigurableTask):
     def process_results(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
         record = self.record(doc, results)
         optional = [m for m in self.OPTIONAL if record.get(m) is not None]
-        return dict.fromkeys(self._all_keys(optional), record)
+        overall = [*self.OVERALL, *optional]
+        out = dict.fromkeys(metric_keys(overall, stderr=self.STDERR), record)
+        # Another group's keys get only the group (their aggregation leaves this record out):
+        # lm-eval logs every key's value, and a full record under each group's keys made
+        # samples logs tens of megabytes.
+        stub = {self.GROUP: record.get(self.GROUP)}
+        for group in self._families:
+            mine = record.get(self.GROUP) == group
+            out |= dict.fromkeys(metric_keys([*self.PER_FAMILY, *optional], group, self.STDERR), record if mine else stub)
+        return out
 
     def aggregation(self) -> dict[str, Callable[[list[Any]], float]]:
         keys = self._all_keys(self.OPTIONAL)
