@@ -158,7 +158,9 @@ class CalbenchTask(ConfigurableTask):
         stub = {self.GROUP: record.get(self.GROUP)}
         for group in self._families:
             mine = record.get(self.GROUP) == group
-            out |= dict.fromkeys(metric_keys([*self.PER_FAMILY, *optional], group, self.STDERR), record if mine else stub)
+            out |= dict.fromkeys(
+                metric_keys([*self.PER_FAMILY, *optional], group, self.STDERR), record if mine else stub
+            )
         return out
 
     def aggregation(self) -> dict[str, Callable[[list[Any]], float]]:

@@ -68,6 +68,19 @@ def test_backend_and_results_store_share_the_definition():
     run["configs"]["t"]["generation_kwargs"] = {**PURE_SAMPLING, "top_k": None}
     with pytest.raises(RefusedRunError, match="top_k=None"):
         check_run(run)
+    # the capability tasks are held to greedy decoding instead
+    greedy = {"do_sample": False, "temperature": 0.0, "repetition_penalty": 1.0}
+    run["configs"] = {GREEDY_TASKS[0]: {"output_type": "generate_until", "generation_kwargs": greedy}}
+    check_run(run)
+    run["configs"][GREEDY_TASKS[0]]["generation_kwargs"] = {**greedy, "repetition_penalty": 1.3}
+    with pytest.raises(RefusedRunError, match=r"did not decode greedily \(repetition_penalty=1.3\)"):
+        check_run(run)
+    run["configs"][GREEDY_TASKS[0]]["generation_kwargs"] = dict(PURE_SAMPLING)
+    with pytest.raises(RefusedRunError, match="do_sample=True"):
+        check_run(run)
+    run["configs"] = {"t": {"output_type": "generate_until", "generation_kwargs": greedy}}  # a sampling task
+    with pytest.raises(RefusedRunError, match="did not sample at pure T=1"):
+        check_run(run)
 
 
 def test_every_reported_metric_has_a_declared_direction(tasks):

@@ -191,7 +191,7 @@ def test_collapsed_is_far_worse_under_every_protocol(protocol_runs, task):
 
 @pytest.mark.integration
 def test_plain_lm_eval_runs_the_protocols_on_hf(tiny_split, tmp_path):
-    # The documented command, as a user types it: plain lm_eval, the hf backend, the tag.
+    # The documented command, as a user types it: plain lm_eval, the hf backend, the tags.
     import json
     import subprocess
 
@@ -199,7 +199,8 @@ def test_plain_lm_eval_runs_the_protocols_on_hf(tiny_split, tmp_path):
 
     cmd = [
         "lm_eval", "--model", "hf", "--model_args", f"pretrained={tiny_split},dtype=float32",
-        "--include_path", str(tasks_path()), "--tasks", "calbench_protocols_quick", "--apply_chat_template",
+        "--include_path", str(tasks_path()), "--tasks", "calbench_protocols,calbench_protocols_quick",
+        "--apply_chat_template",
         "--metadata", json.dumps({"num_samples": 2}), "--limit", "3", "--device", "cpu", "--batch_size", "8",
         "--output_path", str(tmp_path), "--log_samples",
     ]  # fmt: skip
@@ -207,8 +208,9 @@ def test_plain_lm_eval_runs_the_protocols_on_hf(tiny_split, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     (results,) = tmp_path.rglob("results_*.json")
     found = json.loads(results.read_text())["results"]
-    assert set(found) >= set(TASKS)
-    for task in TASKS:
+    full = [f"calbench_numeric_{split}_{p}" for split in ("unseen", "heldout") for p in protocols.PROTOCOLS]
+    assert set(found) >= {*TASKS, *full}
+    for task in (*TASKS, *full):
         assert "tokens_per_valid,samples" in found[task] and "well_formed_rate,samples" in found[task]
 
 

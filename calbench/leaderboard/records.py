@@ -377,7 +377,8 @@ def check_name(name: object) -> str:
 
 # Ranges of stored values: shares in [0, 1]; distances, sizes and divergences at least 0.
 SHARES = ("valid_rate", "support_violation_rate", "gof_pass_rate", "ks_at_n", "parse_rate", "parse_rate_lenient",
-          "top_answer_share", "freq_A", "freq_B", "freq_C", "freq_D", "canonical_mass")  # fmt: skip
+          "top_answer_share", "freq_A", "freq_B", "freq_C", "freq_D", "canonical_mass", "exact_strict",
+          "exact_flexible", "strict_acc", "loose_acc", "acc")  # fmt: skip
 NON_NEGATIVE = ("w1", "w1_iqr", "pit_w1", "pit_ks", "exact_w1", "exact_w1_iqr", "logit_kl", "tv_distance",
                 "tv_distance_lenient",
                 "unique_answers", "answer_entropy", "distinct_lite", "chi2")  # fmt: skip

@@ -50,7 +50,8 @@ def _task_column(label: str, task: str, metric: str) -> Column:
     return _column(label, metric, lambda r: task_metric(r, task, metric))
 
 
-OE, MCQ = "calbench_open_ended", "calbench_mcq_balance"
+OE, MCQ, NB = "calbench_open_ended", "calbench_mcq_balance", "calbench_noveltybench"
+ARITHMETIC, MMLU_MINI, FORMAT = "calbench_arithmetic", "calbench_mmlu_mini", "calbench_format_following"
 
 
 def _samples(record: Mapping[str, Any]) -> Cell:
@@ -107,6 +108,13 @@ def _transfer_columns() -> list[Column]:
         *(_task_column(m, OE, m) for m in ("support_90", "unique_answers", "answer_entropy")),
         *(_task_column(f"MCQ {m}", MCQ, m) for m in ("tv_distance", "tv_distance_lenient", "parse_rate")),
         _task_column("MCQ parse_rate_lenient", MCQ, "parse_rate_lenient"),
+        *(
+            _task_column(f"NoveltyBench {s} distinct_lite", f"{NB}_{s}", "distinct_lite")
+            for s in ("curated", "wildchat")
+        ),
+        *(_task_column(f"arithmetic {m}", ARITHMETIC, m) for m in ("exact_strict", "exact_flexible")),
+        _task_column("mmlu_mini acc", MMLU_MINI, "acc"),
+        *(_task_column(f"format {m}", FORMAT, m) for m in ("strict_acc", "loose_acc")),
         _column("drift", "drift_kl", drift_metric),
     ]
 
