@@ -35,3 +35,15 @@ for set in $TASKS; do
     echo "$system $set: $(( $(date +%s) - start )) s" | tee -a "$HERE/offline.log"
   done
 done
+# Paired deltas of each adapter against the base model on the retention suite's items.
+retention() { grep -l '"calbench_arithmetic":' "$HERE"/results_offline/"$1"/*/results_*.json 2>/dev/null | tail -1; }
+if [ -n "$(retention base)" ]; then
+  for adapter in soft hard; do
+    [ -n "$(retention "$adapter")" ] || continue
+    { echo "# Retention: SmolLM2-135M-Instruct + $adapter adapter against the base model, paired"
+      echo
+      echo "\`calbench retention-delta $(retention base) $(retention "$adapter")\`"
+      echo
+      calbench retention-delta "$(retention base)" "$(retention "$adapter")"; } > "$HERE/retention_delta_$adapter.md"
+  done
+fi
