@@ -165,7 +165,6 @@ class CalbenchHFLM(HFLM):
             for i, row in zip(batch, rows, strict=True):
                 out[i] = self._decode(row, until)
                 self.cache_hook.add_partial("generate_until", requests[i].args, out[i])
-            pbar.update(len(batch))
 
         # plain sampling, per setting: prompts waiting to be decoded side by side, up to
         # sampling_batch_size samples in all (a prompt's repeats beyond that start a new batch)
@@ -184,6 +183,7 @@ class CalbenchHFLM(HFLM):
             )
             for (_, batch), rows in zip(side.parts, per_prompt, strict=True):
                 emit(batch, rows, side.until)
+            pbar.update(side.samples)  # once per batch: tqdm draws at most every 0.1 s
 
         for (context, key), indices in groups.items():
             kwargs = normalize_gen_kwargs(requests[indices[0]].args[1], self.max_gen_toks)
@@ -198,6 +198,7 @@ class CalbenchHFLM(HFLM):
                 batch = indices[start : start + self.sampling_batch_size]
                 if temperature is None:
                     emit(batch, self._generate(prompt, len(batch), max_gen_toks, until, kwargs), until)
+                    pbar.update(len(batch))
                     continue
                 if key in waiting and not waiting[key].fits(self, prompt.shape[1], len(batch)):
                     flush(key)
