@@ -121,7 +121,7 @@ def first_token_fit(lm, context: str, texts: list[str]) -> float:
     for token_id, p in enumerate(probs):
         text = lm.tok_decode([token_id])
         by_text[text] = by_text.get(text, 0.0) + p
-    keys = sorted(by_text, key=by_text.get, reverse=True)
+    keys = sorted(by_text, key=lambda k: by_text[k], reverse=True)
     expected = np.array([by_text[k] for k in keys]) * len(texts)
     observed = np.array([sum(t == k for t in texts) for k in keys], dtype=float)
     return pooled_chisquare(observed, expected).pvalue  # the rare tokens pooled into one cell
