@@ -141,27 +141,23 @@ class CalbenchTask(ConfigurableTask):
     def record(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
         raise NotImplementedError
 
-    def _all_keys(self, optional: Sequence[str]) -> list[str]:
-        overall = [*self.OVERALL, *optional]
+    def _grouped_keys(self, optional: Sequence[str]) -> list[tuple[str, str | None]]:
+        """Every key a document reports, with its group (None: overall)."""
+        overall = [(k, None) for k in metric_keys([*self.OVERALL, *optional], stderr=self.STDERR)]
         per_family = [*self.PER_FAMILY, *optional]
-        keys = metric_keys(overall, stderr=self.STDERR)
-        return keys + [k for f in self._families for k in metric_keys(per_family, f, self.STDERR)]
+        return overall + [(k, f) for f in self._families for k in metric_keys(per_family, f, self.STDERR)]
+
+    def _all_keys(self, optional: Sequence[str]) -> list[str]:
+        return [k for k, _ in self._grouped_keys(optional)]
 
     def process_results(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
         record = self.record(doc, results)
         optional = [m for m in self.OPTIONAL if record.get(m) is not None]
-        overall = [*self.OVERALL, *optional]
-        out = dict.fromkeys(metric_keys(overall, stderr=self.STDERR), record)
         # Another group's keys get only the group (their aggregation leaves this record out):
         # lm-eval logs every key's value, and a full record under each group's keys made
         # samples logs tens of megabytes.
-        stub = {self.GROUP: record.get(self.GROUP)}
-        for group in self._families:
-            mine = record.get(self.GROUP) == group
-            out |= dict.fromkeys(
-                metric_keys([*self.PER_FAMILY, *optional], group, self.STDERR), record if mine else stub
-            )
-        return out
+        mine, stub = record.get(self.GROUP), {self.GROUP: record.get(self.GROUP)}
+        return {k: record if g in (None, mine) else stub for k, g in self._grouped_keys(optional)}
 
     def aggregation(self) -> dict[str, Callable[[list[Any]], float]]:
         keys = self._all_keys(self.OPTIONAL)

@@ -144,29 +144,35 @@ def draw_gap(runs: Sequence[Run], path: Path) -> None:
     plt.close(fig)
 
 
-def render(stored: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    """The table's files (relative path: content) from protocol run records."""
-    runs = load_runs(stored)
+def _page(runs: Sequence[Run], stored: Sequence[Mapping[str, Any]]) -> tuple[dict[str, str], str]:
+    """The table's files (relative path: content) and the README block, from loaded runs."""
     headers, rows = table(runs)
     text = markdown(runs, [r["command"] for r in stored])
     page = "# calbench: sampling protocols\n\n" + text + f"\n![calibration score by protocol]({PLOT})\n"
-    return {TABLE: page, CSV: csv_text(headers, rows)}
+    return {TABLE: page, CSV: csv_text(headers, rows)}, text.rstrip("\n")
+
+
+def render(stored: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """The table's files (relative path: content) from protocol run records."""
+    return _page(load_runs(stored), stored)[0]
 
 
 def readme_block(stored: Sequence[Mapping[str, Any]]) -> str:
-    return markdown(load_runs(stored), [r["command"] for r in stored]).rstrip("\n")
+    return _page(load_runs(stored), stored)[1]
 
 
 def write(stored: Sequence[Mapping[str, Any]], out: Path, readme: Path | None, draw: bool = True) -> list[Path]:
     """Write the table (and the protocol-gap plot) under ``out``; splice the table into ``readme``."""
+    runs = load_runs(stored)  # re-scoring every run's samples: once
+    files, block = _page(runs, stored)
     written = []
-    for name, content in render(stored).items():
+    for name, content in files.items():
         records.atomic_write(out / name, content)
         written.append(out / name)
     if draw:
-        draw_gap(load_runs(stored), out / PLOT)
+        draw_gap(runs, out / PLOT)
         written.append(out / PLOT)
     if readme is not None:
-        readme.write_text(splice_readme(readme.read_text(), readme_block(stored), README_START, README_END))
+        readme.write_text(splice_readme(readme.read_text(), block, README_START, README_END))
         written.append(readme)
     return written
