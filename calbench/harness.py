@@ -18,13 +18,15 @@ from functools import lru_cache, partial
 from typing import Any
 
 from lm_eval.api.instance import Instance
+from lm_eval.api.model import LM
 from lm_eval.api.task import ConfigurableTask
 
-from calbench import likelihood_metrics, policy, protocols, sampling_scores
+from calbench import enumeration_metrics, likelihood_metrics, policy, protocols, sampling_scores
 from calbench.answer_tokens import terminator
 from calbench.families import FAMILIES, make_target, split_points
 from calbench.parse import classify
 from calbench.prompt import prompt_text
+from calbench.sampling_metrics import iqr
 from calbench.space import DEFAULT_DECIMALS, EVAL_MAX_BINS, Space, canonical_space
 from calbench.stats import UNDEFINED, Estimate, quadrature_mean
 
@@ -378,3 +380,59 @@ class LikelihoodTask(CalbenchTask):
         space = _space(doc["family"], doc["params"], doc["decimals"], doc["max_bins"])
         lls = [r[0] for r in results]
         return likelihood_metrics.score_choices(target, space, lls[:-1], anchor=lls[-1])
+
+
+ENUMERATION_DEFAULTS = {"nodes": 2000, "residual": 0.01, "resolution": 0.01, "batch": 64}
+
+
+class EnumerationTask(CalbenchTask):
+    """The sample-free numeric tasks: each prompt's whole answer distribution, enumerated
+    (``calbench.answer_enumeration``) and scored against its law (``calbench.enumeration_metrics``).
+
+    One request per prompt, of calbench's own kind, with the sampling task's generation
+    settings (the distribution enumerated is that of its samples). ``--metadata`` sets the
+    budget: ``calbench_enum_nodes`` (prefixes expanded, default 2000), ``calbench_enum_residual``
+    (stop once the frontier holds at most this mass, 0.01) and ``calbench_enum_resolution``
+    (resolve prefixes narrower than this many IQRs, 0.01; integer laws are never resolved).
+    """
+
+    OVERALL = (*enumeration_metrics.METRICS, *(f"{m}_median" for m in enumeration_metrics.MEDIAN_METRICS))
+    PER_FAMILY = enumeration_metrics.METRICS
+    STDERR = False  # exact given the model, up to the reported bound
+    SAMPLED = False
+
+    def _settings(self, target: Any) -> dict[str, Any]:
+        metadata = self.config.metadata or {}
+        values = {k: float(metadata.get(f"calbench_enum_{k}", v)) for k, v in ENUMERATION_DEFAULTS.items()}
+        if values["nodes"] < 1 or values["batch"] < 1 or not 0 <= values["residual"] <= 1 or values["resolution"] < 0:
+            raise ValueError(f"{self.config.task}: bad enumeration settings {values}")
+        resolution = 0.0 if target.integer else values["resolution"] * iqr(target)
+        budget = {"nodes": int(values["nodes"]), "batch": int(values["batch"]), "residual": values["residual"]}
+        return {"budget": budget | {"resolution": resolution}, "support": None if target.integer else target.support()}
+
+    def construct_requests(self, doc: dict[str, Any], ctx: Any, **kwargs: Any) -> list[Instance]:
+        task, doc_id, _ = kwargs["metadata"]
+        target = make_target(doc["family"], json.loads(doc["params"]))
+        arguments = (ctx, dict(self.config.generation_kwargs), self._settings(target))
+        return [Instance(policy.ENUMERATE_ANSWERS, doc, arguments, 0, metadata=(task, doc_id, 1))]
+
+    @staticmethod
+    def summarize(records: list[dict[str, Any]]) -> sampling_scores.Summary:
+        return enumeration_metrics.summarize(records)
+
+    def record(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
+        target = make_target(doc["family"], json.loads(doc["params"]))
+        return enumeration_metrics.score_enumeration(target, results[0])
+
+
+def _refuse_enumeration(self: Any, requests: list[Any], disable_tqdm: bool = False) -> list[Any]:
+    raise NotImplementedError(
+        f"{type(self).__name__} cannot enumerate a model's answers, which the sample-free tasks "
+        f"(calbench_numeric_*_exact) need: run them with --model calbench-hf, or a calbench reference"
+    )
+
+
+# lm-eval runs a request by calling the model's method named after its kind: without this, a
+# backend that lacks it would fail with a bare AttributeError under plain `lm_eval` as well.
+if not hasattr(LM, policy.ENUMERATE_ANSWERS):
+    setattr(LM, policy.ENUMERATE_ANSWERS, _refuse_enumeration)

@@ -10,6 +10,9 @@ tokenization is kept), faster:
   of prompt + answer per request), and each answer comes back as a
   ``likelihood_metrics.TokenLogprobs`` carrying its per-token terms, from which calbench's
   likelihood tasks compute the exact ``logit_kl``;
+* enumerate_numeric_answers, calbench's request kind for the sample-free tasks: the whole
+  distribution of the number the model samples, by best-first enumeration of its token tree
+  (``calbench.answer_enumeration``);
 * generate_until: the N repeats of a prompt share one prefill of the prompt, then decode
   as one batch (up to ``sampling_batch_size`` samples) with the same sampling settings.
   Plain softmax sampling (the numeric tasks: T, top_k 0, top_p 1, stop at EOS) and greedy
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import lru_cache, partial
 from typing import Any
 
 import torch
@@ -35,6 +39,7 @@ from lm_eval.models.huggingface import HFLM
 from lm_eval.models.utils import handle_stop_sequences, normalize_gen_kwargs, postprocess_generated_text
 from tqdm import tqdm
 
+from calbench.answer_enumeration import Budget, Enumeration, TokenTable, enumerate_answers
 from calbench.likelihood_metrics import TokenLogprobs
 from calbench.policy import greedy_deviations, sampling_deviations
 from calbench.sampler import sample_many
@@ -210,6 +215,46 @@ class CalbenchHFLM(HFLM):
             flush(key)
         pbar.close()
         return out
+
+    def enumerate_numeric_answers(self, requests: list[Any], disable_tqdm: bool = False) -> list[Enumeration]:
+        """calbench's request kind (``policy.ENUMERATE_ANSWERS``): per request ``(context, generation
+        settings, enumeration settings)``, the distribution of the number sampling would return
+        (``calbench.answer_enumeration``), under exactly the prompt, stop tokens, token cap and
+        decoding that ``generate_until`` uses."""
+        eos = self.tok_decode(self.eot_token_id, skip_special_tokens=False)
+        out = []
+        for request in tqdm(requests, desc="calbench-hf answer enumeration", disable=disable_tqdm):
+            context, gen_kwargs, settings = request.args
+            kwargs = normalize_gen_kwargs(dict(gen_kwargs), self.max_gen_toks)
+            until = handle_stop_sequences(kwargs.pop("until", None), eos=eos)
+            max_gen_toks = kwargs.pop("max_gen_toks")
+            temperature = _sampler_temperature(kwargs, until, eos)
+            if not temperature:
+                raise ValueError(
+                    f"answer enumeration follows plain softmax sampling stopped at EOS only; got {gen_kwargs}"
+                )
+            prompt, _ = self.tok_batch_encode(
+                [context], left_truncate_len=self.max_length - max_gen_toks, truncation=self.truncation
+            )
+            support = settings.get("support")
+            out.append(
+                enumerate_answers(
+                    self.model,
+                    prompt[0].tolist(),
+                    self._token_table(),
+                    max_gen_toks,
+                    Budget(**settings["budget"]),
+                    temperature,
+                    None if support is None else (float(support[0]), float(support[1])),
+                    decode=partial(self._decode, until=until),
+                )
+            )
+        return out
+
+    @lru_cache(maxsize=1)  # noqa: B019 - one model, one tokenizer
+    def _token_table(self) -> TokenTable:
+        anchor = self.tokenizer("0", add_special_tokens=False)["input_ids"][-1]
+        return TokenTable.build(self.tok_decode, len(self.tokenizer), sorted(self._stop_ids()), anchor)
 
     def _stop_ids(self) -> set[int]:
         """Tokens that end a sample, as for HF generate: the generation config's EOS ids and the EOT token."""

@@ -91,6 +91,16 @@ def pit_w1_ks(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
     return float(w1[0]), float(ks[0])
 
 
+def pit_w1_weighted(a: np.ndarray, b: np.ndarray, weights: np.ndarray) -> float:
+    """∫_0^1 |G(u) - u| du of PIT intervals with probability ``weights`` (summing to 1) instead
+    of one sample each: an enumerated answer distribution's exact PIT distance."""
+    w = np.asarray(weights, dtype=float)
+    if w.size == 0:
+        return float("nan")
+    w1, _ = _distances(w[None, :] / w.sum(), np.asarray(a, dtype=float), np.asarray(b, dtype=float))
+    return float(w1[0])
+
+
 def pit_w1(a: np.ndarray, b: np.ndarray) -> float:
     """∫_0^1 |G(u) - u| du (module docstring); NaN without samples."""
     return pit_w1_ks(a, b)[0]

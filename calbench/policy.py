@@ -61,6 +61,11 @@ REFERENCE_TERMINATOR = ""  # the metadata calbench_terminator of a reference sys
 FIRST_TOKEN_SUPPORT = "first_token_support"
 FIRST_TOKEN_METADATA = "calbench_first_token_support"
 FIRST_TOKEN_BACKENDS = ("calbench-hf",)
+# The sample-free tasks' request kind: the whole distribution of the numeric answer a model
+# samples (``calbench.answer_enumeration``). Only these backends serve it; the rest refuse.
+ENUMERATE_ANSWERS = "enumerate_numeric_answers"
+ENUMERATION_BACKENDS = ("calbench-hf", *REFERENCE_MODELS)
+ENUMERATION_TASKS = ("calbench_numeric_unseen_exact", "calbench_numeric_heldout_exact", "calbench_exact")
 
 
 def sampling_deviations(gen: Mapping[str, Any], any_temperature: bool = False) -> list[str]:
@@ -154,6 +159,15 @@ HIGHER_IS_BETTER: Mapping[str, bool] = {
     "excess_pit_w1": False,
     "pit_ks": False,
     "ks_at_n": True,
+    # sample-free (enumerated)
+    "valid_mass": True,
+    "support_violation_mass": False,
+    "invalid_mass": False,
+    "residual_mass": False,
+    "enum_w1": False,
+    "enum_w1_iqr": False,
+    "enum_w1_iqr_bound": False,
+    "enum_pit_w1": False,
     # sampling protocols (calbench.protocols)
     "well_formed_rate": True,
     "tokens_per_valid": False,

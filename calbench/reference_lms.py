@@ -4,6 +4,9 @@
   with an exact draw from that law: its excess W1 is zero up to sampling noise.
 * ``calbench-collapsed`` always answers the law's mode: a fully collapsed sampler.
 
+Both answer the sample-free tasks too, with their whole distribution: the oracle the law
+on its canonical space, the collapsed reference a point mass at the mode.
+
 Both answer every sampling protocol (``calbench.protocols``) in its own format: the oracle
 with K exact draws for a batch, an exact draw from a generator seeded by the request's seed,
 an SSoT-shaped answer, and a verbalized list of k exact draws with probability 1/k each (one
@@ -25,9 +28,10 @@ from lm_eval.api.registry import register_model
 from tqdm import tqdm
 
 from calbench import protocols
+from calbench.answer_enumeration import Enumeration
 from calbench.families import Target, ppf
 from calbench.likelihood_metrics import TokenLogprobs
-from calbench.space import DEFAULT_DECIMALS, canonical_space
+from calbench.space import DEFAULT_DECIMALS, HARD_MAX_BINS, canonical_space
 from calbench.stats import seed_for
 from calbench.trie import build_trie
 
@@ -99,6 +103,13 @@ class ReferenceLM(LM):
     def generate_until(self, requests: list[Any], disable_tqdm: bool = False) -> list[str]:
         return [self.respond(r.args[0]) for r in tqdm(requests, desc=f"{self.name} answers", disable=disable_tqdm)]
 
+    def distribution(self, target: Target) -> Enumeration:
+        """The reference's whole answer distribution (the sample-free tasks)."""
+        return _point_masses([float(self.answer(target))], [1.0])
+
+    def enumerate_numeric_answers(self, requests: list[Any], disable_tqdm: bool = False) -> list[Enumeration]:
+        return [self.distribution(_target_of(r.args[0])) for r in tqdm(requests, disable=disable_tqdm)]
+
     def loglikelihood(self, requests: list[Any], disable_tqdm: bool = False) -> list[tuple[float, bool]]:
         raise NotImplementedError(f"{self.name} answers sampling tasks only")
 
@@ -131,6 +142,12 @@ class OracleLM(ReferenceLM):
         value = target.law.rvs(random_state=self.rng if rng is None else rng)
         return str(int(value)) if target.integer else repr(float(value))
 
+    def distribution(self, target: Target) -> Enumeration:
+        """The law on its canonical space with the hard target's resolution (5 decimals, 16,384
+        points; integer laws exact): its W1 to the law is that discretisation alone."""
+        space = canonical_space(target, DEFAULT_DECIMALS, HARD_MAX_BINS)
+        return _point_masses(space.values.tolist(), space.masses.tolist())
+
     def loglikelihood(self, requests: list[Any], disable_tqdm: bool = False) -> list[tuple[float, bool]]:
         by_context: dict[str, list[int]] = {}
         for i, request in enumerate(requests):
@@ -150,6 +167,11 @@ class CollapsedLM(ReferenceLM):
 
     def answer(self, target: Target) -> str:
         return format_answer(mode(target), target)
+
+
+def _point_masses(values: list[float], masses: list[float]) -> Enumeration:
+    empty = np.zeros((0, 3))
+    return Enumeration(np.asarray(values, dtype=float), np.asarray(masses, dtype=float), empty, empty, 0.0)
 
 
 END = 0x110000  # the oracle's end-of-answer "token": one past the last Unicode code point

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from calbench import tasks_path
+from calbench import policy, tasks_path
 from calbench.policy import THINKING_DEFAULT, needs_thinking_default, run_metadata
 
 DEFAULT_OUTPUT = Path("calbench_results")
@@ -189,6 +189,13 @@ def check_eval_args(ns: argparse.Namespace) -> None:
             close = sorted(k for k in known if k.startswith(task.rsplit("_", 1)[0]))[:6]
             hint = f"; did you mean {', '.join(close)}?" if close else ""
             raise EvalArgumentError(f"unknown task {task!r}{hint}")
+    model = ns.model or "hf"
+    if model not in policy.ENUMERATION_BACKENDS and set(ns.tasks) & set(policy.ENUMERATION_TASKS):
+        raise EvalArgumentError(
+            f"the sample-free tasks ({', '.join(sorted(set(ns.tasks) & set(policy.ENUMERATION_TASKS)))}) walk the "
+            f"model's token tree, which --model {model} cannot do: run them with --model calbench-hf "
+            f"(or {' / '.join(policy.REFERENCE_MODELS)})"
+        )
     for key in ("pretrained", "peft", "lora_local_path", "tokenizer"):
         value = (ns.model_args or {}).get(key)
         if isinstance(value, str) and _looks_local(value) and not Path(value).expanduser().exists():

@@ -98,7 +98,6 @@ def score_trie(model: Any, prompt_ids: Sequence[int], trie: Trie, chunk: int | N
     n = trie.n_nodes
     edge_lp = np.full(n, np.nan)
     greedy = np.zeros(n, dtype=bool)
-    kwarg = cache_kwarg(model)
     out = model(input_ids=torch.tensor([list(prompt_ids)], device=device), use_cache=True)
     prompt_kv = [(kv[0], kv[1]) for kv in output_cache(out)]
     _assign(trie, np.array([0]), out.logits[0, -1:].float(), edge_lp, greedy)
@@ -109,7 +108,6 @@ def score_trie(model: Any, prompt_ids: Sequence[int], trie: Trie, chunk: int | N
     subtree_end = np.full(n, -1, dtype=np.int64)  # DFS index of the last inner node under each node
     subtree_end[order] = last
     chunk = chunk or default_chunk(model.config.get_text_config().vocab_size)
-    dtype = prompt_kv[0][0].dtype
     n_prompt = len(prompt_ids)
     # Keys and values of scored nodes that still have unscored descendants, per layer.
     kept: list[int] = []
@@ -123,14 +121,14 @@ def score_trie(model: Any, prompt_ids: Sequence[int], trie: Trie, chunk: int | N
             (torch.cat([pk, sk.index_select(2, picks)], dim=2), torch.cat([pv, sv.index_select(2, picks)], dim=2))
             for (pk, pv), (sk, sv) in zip(prompt_kv, store, strict=True)
         ]
-        out = model(
-            input_ids=torch.from_numpy(trie.tokens[nodes]).to(device)[None],
-            position_ids=torch.from_numpy(n_prompt - 1 + trie.depth[nodes]).to(device)[None],
-            attention_mask=_tree_mask(trie, nodes, outside, n_prompt, dtype, device),
-            use_cache=True,
-            **{kwarg: DynamicCache(ddp_cache_data=past)},
+        logits, kv = tree_forward(
+            model,
+            trie.tokens[nodes].tolist(),
+            (n_prompt - 1 + trie.depth[nodes]).tolist(),
+            _tree_mask(trie, nodes, outside, n_prompt),
+            past,
         )
-        _assign(trie, nodes, out.logits[0].float(), edge_lp, greedy)
+        _assign(trie, nodes, logits.float(), edge_lp, greedy)
         done = start + nodes.size - 1
         still = [i for i, a in enumerate(kept) if subtree_end[a] > done]
         fresh = [i for i, a in enumerate(nodes.tolist()) if subtree_end[a] > done]
@@ -138,28 +136,52 @@ def score_trie(model: Any, prompt_ids: Sequence[int], trie: Trie, chunk: int | N
         new = torch.tensor(fresh, dtype=torch.long, device=device)
         store = [
             (
-                torch.cat([sk.index_select(2, old), kv[0][:, :, -nodes.size :].index_select(2, new)], dim=2),
-                torch.cat([sv.index_select(2, old), kv[1][:, :, -nodes.size :].index_select(2, new)], dim=2),
+                torch.cat([sk.index_select(2, old), k[:, :, -nodes.size :].index_select(2, new)], dim=2),
+                torch.cat([sv.index_select(2, old), v[:, :, -nodes.size :].index_select(2, new)], dim=2),
             )
-            for (sk, sv), kv in zip(store, output_cache(out), strict=True)
+            for (sk, sv), (k, v) in zip(store, kv, strict=True)
         ]
         kept = [kept[i] for i in still] + [int(nodes[i]) for i in fresh]
-        del out
+        del logits, kv
     return TrieScores(edge_lp, greedy)
 
 
-def _tree_mask(
-    trie: Trie, nodes: np.ndarray, outside: list[int], n_prompt: int, dtype: torch.dtype, device: torch.device
-) -> torch.Tensor:
-    """4-D additive mask: each node sees the prompt, its ancestors and itself, nothing else."""
+def tree_forward(
+    model: Any,
+    tokens: Sequence[int],
+    positions: Sequence[int],
+    allowed: np.ndarray,
+    past: list[tuple[torch.Tensor, torch.Tensor]],
+) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
+    """One forward of tree nodes after cached keys and values ``past`` (per layer).
+
+    ``allowed[i, j]``: node i attends to key j (the past's columns, then the nodes'
+    own); each node sits at ``positions[i]``. Returns the nodes' logits (one row each)
+    and every layer's keys and values, the nodes' own last.
+    """
+    device = _device(model)
+    dtype = past[0][0].dtype
+    mask = torch.full((1, 1, *allowed.shape), torch.finfo(dtype).min, dtype=dtype, device=device)
+    mask.masked_fill_(torch.from_numpy(allowed).to(device)[None, None], 0.0)
+    out = model(
+        input_ids=torch.tensor([list(tokens)], device=device),
+        position_ids=torch.tensor([list(positions)], device=device),
+        attention_mask=mask,
+        use_cache=True,
+        **{cache_kwarg(model): DynamicCache(ddp_cache_data=past)},
+    )
+    return out.logits[0], [(kv[0], kv[1]) for kv in output_cache(out)]
+
+
+def _tree_mask(trie: Trie, nodes: np.ndarray, outside: list[int], n_prompt: int) -> np.ndarray:
+    """Which keys each node sees: the prompt, its ancestors and itself, nothing else."""
     column = np.full(trie.n_nodes, -1, dtype=np.int64)
     column[outside] = n_prompt + np.arange(len(outside))
     column[nodes] = n_prompt + len(outside) + np.arange(nodes.size)
     allowed = np.zeros((nodes.size, n_prompt + len(outside) + nodes.size), dtype=bool)
     allowed[:, :n_prompt] = True
     trie.mark_paths(nodes, column, allowed)
-    mask = torch.full((1, 1, *allowed.shape), torch.finfo(dtype).min, dtype=dtype, device=device)
-    return mask.masked_fill_(torch.from_numpy(allowed).to(device)[None, None], 0.0)
+    return allowed
 
 
 def _ancestors(trie: Trie, nodes: np.ndarray) -> np.ndarray:

@@ -16,7 +16,8 @@ from tests.helpers import evaluate_local, integration_except, load_task_yaml, va
 TASK_FILES = sorted(p for p in calbench.tasks_path().glob("*.yaml") if not p.name.startswith("_"))
 TASKS = [p.stem for p in TASK_FILES]
 NUMERIC_TASKS = [t for t in TASKS if t.startswith("calbench_numeric")]
-SAMPLING_TASKS = [t for t in NUMERIC_TASKS if not t.endswith("_likelihood")]  # transfer tasks: test_transfer.py
+# transfer tasks: test_transfer.py; the sample-free tasks: test_enumeration.py
+SAMPLING_TASKS = [t for t in NUMERIC_TASKS if not t.endswith(("_likelihood", "_exact"))]
 # The fast tier runs the quick task end to end; the integration tier runs every task.
 SAMPLING_RUNS = integration_except("calbench_numeric_quick", SAMPLING_TASKS)
 # The independent protocol's tasks (the protocol tasks' responses are lists, strings with an
@@ -41,6 +42,7 @@ def test_task_files_are_flat_and_tagged():
         "calbench_noveltybench_wildchat",
         "calbench_numeric_heldout",
         "calbench_numeric_heldout_batch",
+        "calbench_numeric_heldout_exact",
         "calbench_numeric_heldout_full",
         "calbench_numeric_heldout_likelihood",
         "calbench_numeric_heldout_seeded",
@@ -53,6 +55,7 @@ def test_task_files_are_flat_and_tagged():
         "calbench_numeric_quick_verbalized",
         "calbench_numeric_unseen",
         "calbench_numeric_unseen_batch",
+        "calbench_numeric_unseen_exact",
         "calbench_numeric_unseen_full",
         "calbench_numeric_unseen_likelihood",
         "calbench_numeric_unseen_seeded",
@@ -70,7 +73,9 @@ def test_task_files_are_flat_and_tagged():
             assert cfg["group"] == path.stem and all(isinstance(t, str) for t in cfg["task"])
             continue
         assert cfg["task"] == path.stem and cfg["task"].startswith("calbench_")
-        assert "calbench" in ([cfg["tag"]] if isinstance(cfg["tag"], str) else cfg["tag"])
+        tags = [cfg["tag"]] if isinstance(cfg["tag"], str) else cfg["tag"]
+        # The sample-free tasks need calbench-hf: outside the `calbench` tag, which runs anywhere.
+        assert tags == ["calbench_exact"] if path.stem.endswith("_exact") else "calbench" in tags
         assert isinstance(cfg["metadata"]["version"], int)
         functions = [v for v in _walk(cfg) if isinstance(v, str) and v.startswith("!function")]
         assert all(f.split()[1].startswith("calbench.") for f in functions)
@@ -109,8 +114,13 @@ def test_every_task_loads():
         "calbench_numeric_quick": 42,
         "calbench_numeric_unseen_likelihood": 24,
         "calbench_numeric_heldout_likelihood": 18,
+        "calbench_numeric_unseen_exact": 24,
+        "calbench_numeric_heldout_exact": 18,
     }
     for name, n in expected_docs.items():
+        if name.endswith("_exact"):
+            assert len(tasks[name].eval_docs) == n and tasks[name].config.repeats == 1
+            continue
         if name.endswith("_likelihood"):
             assert len(tasks[name].eval_docs) == n
             assert tasks[name].config.output_type == "multiple_choice"

@@ -64,6 +64,19 @@ GOLDEN = {
         1,
         "db98543a33bd00a2d8aae28753fa4beef1c0c9ee7e7914854bfe8e5d4a46306d",
     ),
+    # The sample-free tasks enumerate the answers to the sampling tasks' prompts.
+    "calbench_numeric_unseen_exact.yaml": (
+        "unseen",
+        "selected",
+        1,
+        "9d5aed020ae5dce99102e0489de836122c3e303e1ea2189303c1d502209f2ac0",
+    ),
+    "calbench_numeric_heldout_exact.yaml": (
+        "heldout",
+        "selected",
+        1,
+        "db98543a33bd00a2d8aae28753fa4beef1c0c9ee7e7914854bfe8e5d4a46306d",
+    ),
     "calbench_numeric_quick.yaml": (
         "all",
         "selected",

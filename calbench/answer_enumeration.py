@@ -1,0 +1,376 @@
+"""The whole distribution of a model's numeric answers to one prompt, by best-first enumeration.
+
+A sampled answer counts when its text, stripped of surrounding whitespace, is one number
+(``calbench.parse``): optional sign, digits with at most one point, an optional exponent.
+That language is small, so instead of sampling, :func:`enumerate_answers` walks the
+model's token tree directly. It keeps a frontier of token prefixes whose decoded text can
+still become a valid answer and always expands the most probable one next (in batches,
+the prompt computed once, each prefix attending to its ancestors through a tree mask as in
+``calbench.tree_attention``). Expanding a prefix gives its next-token distribution, which
+splits the prefix's probability exactly into
+
+* answers that end here (the stop token after a complete number, or a number at the
+  sampler's token cap), merged by value ("7", "7.0" and "+7" are one answer);
+* mass that leaves the language (any token whose text cannot continue a number): *invalid*;
+* longer prefixes, pushed onto the frontier, or *resolved*: a prefix past the decimal point
+  whose every continuation without an exponent lies in an interval narrower than the
+  resolution tolerance is not expanded further; its mass counts at the interval's midpoint,
+  which moves each of its answers by at most half the interval's width.
+
+Tokens are read by what they decode to in context (whatever the tokenizer merges: " 3",
+".5", "\\n\\n" and special tokens, which the sampler's decoding drops, are all handled), and
+each complete answer's full token sequence is decoded once more the way the sampler decodes
+it, so a tokenizer whose decoding is not a concatenation of its tokens is caught
+(``decode_mismatch_mass``). Every path of the sampler ends in exactly one of these
+outcomes, so complete + invalid + resolved + frontier mass is 1 up to floating point.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from calbench.parse import parse_number
+from calbench.tree_attention import output_cache, tree_forward
+
+# Lexer states of the answer language [ws] [+-] (digits [. digits*] | . digits) [eE [+-] digits] [ws].
+LEAD, SIGN, INT, DOT, POINT, FRAC, EXP, EXP_SIGN, EXP_DIGITS, TRAIL = range(10)
+ACCEPTING = frozenset({INT, POINT, FRAC, EXP_DIGITS, TRAIL})
+DIGITS = frozenset("0123456789")
+
+
+def _char(state: int, c: str) -> int | None:
+    """The lexer state after one more character; None once the text can no longer be a number."""
+    if c.isspace():  # str.strip() removes exactly these around the number
+        return state if state in (LEAD, TRAIL) else TRAIL if state in ACCEPTING else None
+    if state == TRAIL:
+        return None
+    if c in DIGITS:
+        return {LEAD: INT, SIGN: INT, INT: INT, DOT: FRAC, POINT: FRAC, FRAC: FRAC}.get(
+            state, EXP_DIGITS if state in (EXP, EXP_SIGN, EXP_DIGITS) else None
+        )
+    if c in "+-":
+        return SIGN if state == LEAD else EXP_SIGN if state == EXP else None
+    if c == ".":
+        return DOT if state in (LEAD, SIGN) else POINT if state == INT else None
+    if c in "eE":
+        return EXP if state in (INT, POINT, FRAC) else None
+    return None
+
+
+def advance(state: int, text: str) -> int | None:
+    """The lexer state after ``text`` (None: it left the language)."""
+    for c in text:
+        next_state = _char(state, c)
+        if next_state is None:
+            return None
+        state = next_state
+    return state
+
+
+def value_range(state: int, number: str) -> tuple[float, float]:
+    """The interval holding every value that continuations of ``number`` without an exponent
+    can reach (the resolution rule's interval; exponents only ever widen it)."""
+    negative = number.startswith("-")
+    magnitude = number.lstrip("+-")
+    if state == LEAD:
+        return -math.inf, math.inf
+    if state == TRAIL:
+        return float(number), float(number)
+    if state == SIGN:
+        lo, hi = 0.0, math.inf
+    elif state == INT:
+        lo, hi = float(magnitude), math.inf  # more digits only make it larger
+    elif state == DOT:
+        lo, hi = 0.0, 1.0
+    elif state in (POINT, FRAC):
+        lo = float(magnitude)
+        hi = lo + 10.0 ** -len(magnitude.partition(".")[2])
+    else:  # in the exponent: any power of ten of the mantissa
+        mantissa = float(magnitude.lower().partition("e")[0])
+        lo, hi = (0.0, 0.0) if mantissa == 0 else (0.0, math.inf)
+    return (-hi, -lo) if negative else (lo, hi)
+
+
+@dataclass(frozen=True)
+class TokenTable:
+    """What every token of a vocabulary decodes to in the middle of an answer.
+
+    ``texts[t]`` is token t's text in context (decoded after an anchor token, so a leading
+    space a tokenizer drops at the start of a text is kept), "" for tokens decoding drops
+    (special tokens); ``stop`` ends a sample. ``candidates`` are the tokens whose text is
+    made only of number characters and whitespace: every other token leaves the language.
+    """
+
+    texts: tuple[str, ...]
+    stop: frozenset[int]
+    candidates: np.ndarray
+
+    @classmethod
+    def build(cls, decode: Callable[[list[int]], str], vocab_size: int, stop: Sequence[int], anchor: int) -> TokenTable:
+        head = decode([anchor])
+        texts = []
+        for t in range(vocab_size):
+            text = decode([anchor, t])
+            texts.append(text[len(head) :] if text.startswith(head) else "\x00")  # \x00: never in the language
+        allowed = DIGITS | set("+-.eE")
+        keep = [t for t, s in enumerate(texts) if t not in stop and all(c in allowed or c.isspace() for c in s)]
+        return cls(tuple(texts), frozenset(int(s) for s in stop), np.array(keep, dtype=np.int64))
+
+
+@dataclass
+class Enumeration:
+    """One prompt's answer distribution (masses are probabilities of whole samples).
+
+    ``values``/``masses``: every complete answer that parses, merged by value (inside the
+    law's support or not: the metrics decide); ``resolved``: (midpoint, width, mass) of the
+    prefixes the resolution rule stopped; ``frontier``: (low, high, mass) of the prefixes
+    still unexpanded, with the interval their non-exponent continuations reach.
+    """
+
+    values: np.ndarray
+    masses: np.ndarray
+    resolved: np.ndarray  # (k, 3): midpoint, width, mass
+    frontier: np.ndarray  # (m, 3): low, high, mass
+    invalid_mass: float
+    decode_mismatch_mass: float = 0.0
+    nodes: int = 0  # prefixes expanded (the prompt's own last position included)
+    tokens_fed: int = 0  # tokens through the model, the prompt included
+    texts: dict[float, str] = field(default_factory=dict)  # the most probable text of each value
+
+    @property
+    def residual_mass(self) -> float:
+        return float(self.frontier[:, 2].sum())
+
+    @property
+    def resolved_mass(self) -> float:
+        return float(self.resolved[:, 2].sum())
+
+    def __str__(self) -> str:  # lm-eval logs a response with str(): keep samples logs small
+        return (
+            f"Enumeration({self.values.size} answers, mass {self.masses.sum():.4f} complete, "
+            f"{self.resolved_mass:.4f} resolved, {self.invalid_mass:.4f} invalid, {self.residual_mass:.4f} residual)"
+        )
+
+
+@dataclass(frozen=True)
+class Budget:
+    """When to stop: after ``nodes`` expansions or once the frontier holds at most ``residual``;
+    ``resolution`` is the absolute interval width below which a prefix is resolved (0: never)."""
+
+    nodes: int = 2000
+    residual: float = 0.01
+    resolution: float = 0.0
+    batch: int = 64
+
+
+@dataclass(order=True)
+class _Prefix:
+    priority: float  # -log-probability: heapq pops the most probable first
+    order: int
+    parent: int = field(compare=False)  # the expanded prefix it extends (-1: the prompt)
+    token: int = field(compare=False)
+    depth: int = field(compare=False)  # generated tokens, its own included
+    state: int = field(compare=False)
+    number: str = field(compare=False)
+
+
+class _Search:
+    """The mutable state of one enumeration (see :func:`enumerate_answers`)."""
+
+    def __init__(self, table: TokenTable, budget: Budget, max_tokens: int, support: tuple[float, float] | None) -> None:
+        self.table, self.budget, self.max_tokens, self.support = table, budget, max_tokens, support
+        self.frontier: list[_Prefix] = []
+        self.complete: dict[tuple[int, ...], float] = {}  # token path -> mass
+        self.resolved: list[tuple[float, float, float]] = []
+        self.invalid = 0.0
+        self.paths: list[tuple[int, ...]] = []  # of expanded prefixes
+        self.parents: list[int] = []
+        self.pushed = 0
+        self.moves: dict[tuple[int, int], tuple[int | None, str]] = {}
+        self.stop = torch.tensor(sorted(table.stop), dtype=torch.long)
+
+    def move(self, state: int, token: int) -> tuple[int | None, str]:
+        """(state after the token, the characters it adds to the number), cached per state and token."""
+        key = (state, token)
+        if key not in self.moves:
+            text = self.table.texts[token]
+            after = advance(state, text)
+            self.moves[key] = (after, "".join(c for c in text if not c.isspace()) if after is not None else "")
+        return self.moves[key]
+
+    def resolvable(self, state: int, number: str) -> tuple[float, float] | None:
+        """The interval a prefix past the point is resolved to, when narrow enough and not
+        straddling a support bound (so its answers are all valid or all impossible)."""
+        if self.support is None or state not in (POINT, FRAC) or self.budget.resolution <= 0:
+            return None
+        lo, hi = value_range(state, number)
+        if hi - lo >= self.budget.resolution:
+            return None
+        s_lo, s_hi = self.support
+        inside, outside = s_lo <= lo and hi <= s_hi, hi < s_lo or lo > s_hi
+        return (lo, hi) if inside or outside else None
+
+    def expand(self, prefix: _Prefix | None, logprob: torch.Tensor) -> None:
+        """Split a prefix's mass over its next tokens (``prefix`` None: the prompt itself)."""
+        index = len(self.paths) - 1  # the caller registered the prefix
+        base = 0.0 if prefix is None else -prefix.priority
+        state, number, depth = (LEAD, "", 0) if prefix is None else (prefix.state, prefix.number, prefix.depth)
+        path = self.paths[index]
+        mass = math.exp(base)
+        lp = logprob.double()
+        stop_lp = torch.logsumexp(lp[self.stop], 0).item() if self.stop.numel() else -math.inf
+        cand = self.table.candidates
+        cand_lp = lp[torch.from_numpy(cand)].numpy()
+        kept = math.exp(stop_lp) + float(np.exp(cand_lp).sum())
+        self.invalid += mass * max(0.0, 1.0 - kept)
+        stop_mass = mass * math.exp(stop_lp)
+        if state in ACCEPTING:
+            self.complete[path] = self.complete.get(path, 0.0) + stop_mass
+        else:
+            self.invalid += stop_mass
+        for token, tlp in zip(cand.tolist(), cand_lp.tolist(), strict=True):
+            if tlp == -math.inf:
+                continue
+            after, added = self.move(state, token)
+            child_lp = base + tlp
+            if after is None:
+                self.invalid += math.exp(child_lp)
+                continue
+            child_number = number + added
+            if depth + 1 >= self.max_tokens:  # the sampler's token cap: the text so far is the answer
+                if after in ACCEPTING:
+                    self.complete[(*path, token)] = math.exp(child_lp)
+                else:
+                    self.invalid += math.exp(child_lp)
+                continue
+            interval = self.resolvable(after, child_number)
+            if interval is not None:
+                self.resolved.append(((interval[0] + interval[1]) / 2, interval[1] - interval[0], math.exp(child_lp)))
+                continue
+            self.pushed += 1
+            heapq.heappush(self.frontier, _Prefix(-child_lp, self.pushed, index, token, depth + 1, after, child_number))
+
+    def done(self) -> bool:
+        if not self.frontier or len(self.paths) >= self.budget.nodes:
+            return True
+        return sum(math.exp(-p.priority) for p in self.frontier) <= self.budget.residual
+
+
+@torch.no_grad()
+def enumerate_answers(
+    model: Any,
+    prompt_ids: Sequence[int],
+    table: TokenTable,
+    max_tokens: int,
+    budget: Budget = Budget(),
+    temperature: float = 1.0,
+    support: tuple[float, float] | None = None,
+    decode: Callable[[list[int]], str] | None = None,
+) -> Enumeration:
+    """The distribution of the number a model samples after ``prompt_ids`` (module docstring).
+
+    Samples are what softmax sampling at ``temperature`` draws: up to ``max_tokens`` tokens,
+    ending at a token of ``table.stop``. ``support`` (a continuous law's) enables the
+    resolution rule; ``decode`` (the sampler's own decoding of a token sequence) re-checks
+    every complete answer.
+    """
+    if temperature <= 0:
+        raise ValueError(f"enumerate_answers needs a positive sampling temperature, got {temperature}")
+    search = _Search(table, budget, max_tokens, support)
+    device = next(model.parameters()).device
+    out = model(input_ids=torch.tensor([list(prompt_ids)], device=device), use_cache=True)
+    prompt_kv = [(kv[0], kv[1]) for kv in output_cache(out)]
+    n_prompt = len(prompt_ids)
+    search.paths.append(())
+    search.parents.append(-1)
+    search.expand(None, torch.log_softmax(out.logits[0, -1].double() / temperature, -1).cpu())
+    del out
+    store: list[tuple[torch.Tensor, torch.Tensor]] = [(k[:, :, :0], v[:, :, :0]) for k, v in prompt_kv]
+    tokens_fed = n_prompt
+    while not search.done():
+        room = budget.nodes - len(search.paths)
+        batch = [heapq.heappop(search.frontier) for _ in range(min(budget.batch, room, len(search.frontier)))]
+        # Each prefix sees the prompt, the expanded prefixes on its path and itself.
+        chains = [_chain(search.parents, p.parent) for p in batch]
+        columns = sorted({a for chain in chains for a in chain if a > 0})
+        at = {a: i for i, a in enumerate(columns)}
+        allowed = np.zeros((len(batch), n_prompt + len(columns) + len(batch)), dtype=bool)
+        allowed[:, :n_prompt] = True
+        for row, chain in enumerate(chains):
+            allowed[row, [n_prompt + at[a] for a in chain if a > 0]] = True
+            allowed[row, n_prompt + len(columns) + row] = True
+        picks = torch.tensor([a - 1 for a in columns], dtype=torch.long, device=device)
+        past = [
+            (torch.cat([pk, sk.index_select(2, picks)], 2), torch.cat([pv, sv.index_select(2, picks)], 2))
+            for (pk, pv), (sk, sv) in zip(prompt_kv, store, strict=True)
+        ]
+        logits, kv = tree_forward(
+            model,
+            [p.token for p in batch],
+            [n_prompt - 1 + p.depth for p in batch],
+            allowed,
+            past,
+        )
+        store = [
+            (torch.cat([sk, k[:, :, -len(batch) :]], 2), torch.cat([sv, v[:, :, -len(batch) :]], 2))
+            for (sk, sv), (k, v) in zip(store, kv, strict=True)
+        ]
+        tokens_fed += len(batch)
+        logprobs = torch.log_softmax(logits.double() / temperature, -1).cpu()
+        for row, prefix in enumerate(batch):
+            search.paths.append((*search.paths[prefix.parent], prefix.token))
+            search.parents.append(prefix.parent)
+            search.expand(prefix, logprobs[row])
+    return _result(search, table, decode, tokens_fed)
+
+
+def _chain(parents: list[int], node: int) -> list[int]:
+    """The expanded prefixes from ``node`` up to (not including) the prompt (index 0)."""
+    chain = []
+    while node > 0:
+        chain.append(node)
+        node = parents[node]
+    return chain
+
+
+def _result(search: _Search, table: TokenTable, decode: Callable[[list[int]], str] | None, tokens: int) -> Enumeration:
+    by_value: dict[float, float] = {}
+    best: dict[float, tuple[float, str]] = {}
+    mismatch = 0.0
+    invalid = search.invalid
+    for path, mass in search.complete.items():
+        text = "".join(table.texts[t] for t in path)
+        value = parse_number(text)
+        if decode is not None:
+            checked = parse_number(decode(list(path)))
+            if checked != value:
+                mismatch += mass
+                value = checked
+        if value is None:
+            invalid += mass
+            continue
+        by_value[value] = by_value.get(value, 0.0) + mass
+        if mass > best.get(value, (-1.0, ""))[0]:
+            best[value] = (mass, text.strip())
+    values = np.array(sorted(by_value), dtype=float)
+    frontier = np.array(
+        [(*value_range(p.state, p.number), math.exp(-p.priority)) for p in search.frontier], dtype=float
+    ).reshape(-1, 3)
+    return Enumeration(
+        values=values,
+        masses=np.array([by_value[v] for v in values.tolist()], dtype=float),
+        resolved=np.array(search.resolved, dtype=float).reshape(-1, 3),
+        frontier=frontier,
+        invalid_mass=invalid,
+        decode_mismatch_mass=mismatch,
+        nodes=len(search.paths),
+        tokens_fed=tokens,
+        texts={v: best[v][1] for v in values.tolist()},
+    )
