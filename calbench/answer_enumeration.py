@@ -187,6 +187,7 @@ class _Search:
     def __init__(self, table: TokenTable, budget: Budget, max_tokens: int, support: tuple[float, float] | None) -> None:
         self.table, self.budget, self.max_tokens, self.support = table, budget, max_tokens, support
         self.frontier: list[_Prefix] = []
+        self.frontier_mass = 0.0  # kept as prefixes come and go (the result sums them afresh)
         self.complete: dict[tuple[int, ...], float] = {}  # token path -> mass
         self.resolved: list[tuple[float, float, float]] = []
         self.invalid = 0.0
@@ -255,12 +256,13 @@ class _Search:
                 self.resolved.append(((interval[0] + interval[1]) / 2, interval[1] - interval[0], math.exp(child_lp)))
                 continue
             self.pushed += 1
+            self.frontier_mass += math.exp(child_lp)
             heapq.heappush(self.frontier, _Prefix(-child_lp, self.pushed, index, token, depth + 1, after, child_number))
 
     def done(self) -> bool:
         if not self.frontier or len(self.paths) >= self.budget.nodes:
             return True
-        return sum(math.exp(-p.priority) for p in self.frontier) <= self.budget.residual
+        return self.frontier_mass <= self.budget.residual
 
 
 @torch.no_grad()
@@ -297,6 +299,7 @@ def enumerate_answers(
     while not search.done():
         room = budget.nodes - len(search.paths)
         batch = [heapq.heappop(search.frontier) for _ in range(min(budget.batch, room, len(search.frontier)))]
+        search.frontier_mass -= sum(math.exp(-p.priority) for p in batch)
         # Each prefix sees the prompt, the expanded prefixes on its path and itself.
         chains = [_chain(search.parents, p.parent) for p in batch]
         columns = sorted({a for chain in chains for a in chain if a > 0})
