@@ -14,8 +14,10 @@ splits the prefix's probability exactly into
 * mass that leaves the language (any token whose text cannot continue a number): *invalid*;
 * longer prefixes, pushed onto the frontier, or *resolved*: a prefix past the decimal point
   whose every continuation without an exponent lies in an interval narrower than the
-  resolution tolerance is not expanded further; its mass counts at the interval's midpoint,
-  which moves each of its answers by at most half the interval's width.
+  resolution tolerance is not expanded further, and its mass counts as a valid answer at the
+  interval's midpoint. That moves each of its answers by at most half the interval's width
+  *if* it goes on to end as a plain number; the share that would instead run on into text or
+  an exponent is unknown, which is why ``resolved_mass`` is reported beside the valid mass.
 
 Tokens are read by what they decode to in context (whatever the tokenizer merges: " 3",
 ".5", "\\n\\n" and special tokens, which the sampler's decoding drops, are all handled), and
@@ -23,6 +25,11 @@ each complete answer's full token sequence is decoded once more the way the samp
 it, so a tokenizer whose decoding is not a concatenation of its tokens is caught
 (``decode_mismatch_mass``). Every path of the sampler ends in exactly one of these
 outcomes, so complete + invalid + resolved + frontier mass is 1 up to floating point.
+
+Known limits, all counted as invalid mass: a ``<think>`` block (the parser strips it; the
+backend refuses models with a think-end token instead of guessing), a whitespace character
+split across byte tokens, a space that a tokenizer's ``clean_up_tokenization_spaces`` would
+delete before a point (" ."), and token ids past the tokenizer's end (padded logits).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import heapq
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -74,27 +82,30 @@ def advance(state: int, text: str) -> int | None:
     return state
 
 
-def value_range(state: int, number: str) -> tuple[float, float]:
-    """The interval holding every value that continuations of ``number`` without an exponent
-    can reach (the resolution rule's interval; exponents only ever widen it)."""
+def value_range(state: int, number: str, exponents: bool = False) -> tuple[float, float]:
+    """The interval holding every value that continuations of ``number`` can reach: without an
+    exponent (the resolution rule's interval), or with one (``exponents``: any power of ten of
+    the mantissa, so the whole half-line of the sign while the mantissa is still open)."""
     negative = number.startswith("-")
     magnitude = number.lstrip("+-")
     if state == LEAD:
         return -math.inf, math.inf
     if state == TRAIL:
         return float(number), float(number)
-    if state == SIGN:
+    if state in (EXP, EXP_SIGN, EXP_DIGITS) or (exponents and state != TRAIL):
+        mantissa = magnitude.lower().partition("e")[0]
+        fixed = state in (EXP, EXP_SIGN, EXP_DIGITS) and float(mantissa or 0) == 0  # "0e" stays 0
+        lo, hi = (0.0, 0.0) if fixed else (0.0, math.inf)
+    elif state == SIGN:
         lo, hi = 0.0, math.inf
     elif state == INT:
         lo, hi = float(magnitude), math.inf  # more digits only make it larger
     elif state == DOT:
         lo, hi = 0.0, 1.0
-    elif state in (POINT, FRAC):
+    else:  # POINT, FRAC: the next decimal place, exactly (a float sum can land an ulp low)
+        digits = len(magnitude.partition(".")[2])
         lo = float(magnitude)
-        hi = lo + 10.0 ** -len(magnitude.partition(".")[2])
-    else:  # in the exponent: any power of ten of the mantissa
-        mantissa = float(magnitude.lower().partition("e")[0])
-        lo, hi = (0.0, 0.0) if mantissa == 0 else (0.0, math.inf)
+        hi = math.nextafter(float(Decimal(magnitude) + Decimal(1).scaleb(-digits)), math.inf)
     return (-hi, -lo) if negative else (lo, hi)
 
 
@@ -228,6 +239,8 @@ class _Search:
         lp = logprob.double()
         stop_lp = torch.logsumexp(lp[self.stop], 0).item() if self.stop.numel() else -math.inf
         cand = self.table.candidates
+        if cand.size and cand[-1] >= lp.numel():  # a tokenizer longer than the model's logits
+            cand = cand[cand < lp.numel()]
         cand_lp = lp[torch.from_numpy(cand)].numpy()
         kept = math.exp(stop_lp) + float(np.exp(cand_lp).sum())
         self.invalid += mass * max(0.0, 1.0 - kept)
@@ -262,6 +275,9 @@ class _Search:
     def done(self) -> bool:
         if not self.frontier or len(self.paths) >= self.budget.nodes:
             return True
+        if self.frontier_mass > self.budget.residual:
+            return False
+        self.frontier_mass = math.fsum(math.exp(-p.priority) for p in self.frontier)  # no drift at the end
         return self.frontier_mass <= self.budget.residual
 
 
@@ -285,6 +301,9 @@ def enumerate_answers(
     """
     if temperature <= 0:
         raise ValueError(f"enumerate_answers needs a positive sampling temperature, got {temperature}")
+    if max_tokens < 1:  # the sampler returns "" for every sample: no number
+        empty = np.zeros((0, 3))
+        return Enumeration(np.zeros(0), np.zeros(0), empty, empty, invalid_mass=1.0)
     search = _Search(table, budget, max_tokens, support)
     device = next(model.parameters()).device
     out = model(input_ids=torch.tensor([list(prompt_ids)], device=device), use_cache=True)
@@ -364,7 +383,8 @@ def _result(search: _Search, table: TokenTable, decode: Callable[[list[int]], st
             best[value] = (mass, text.strip())
     values = np.array(sorted(by_value), dtype=float)
     frontier = np.array(
-        [(*value_range(p.state, p.number), math.exp(-p.priority)) for p in search.frontier], dtype=float
+        [(*value_range(p.state, p.number, exponents=True), math.exp(-p.priority)) for p in search.frontier],
+        dtype=float,
     ).reshape(-1, 3)
     return Enumeration(
         values=values,

@@ -15,14 +15,15 @@ Monte-Carlo noise. Per prompt (↓ lower is better, ↑ higher is better):
   finite for Cauchy, whose own W1 to any bounded Q is infinite. ``enum_w1_iqr`` ↓ the same
   divided by the law's IQR;
 * ``enum_w1_bound`` (and ``enum_w1_iqr_bound``): how far the true ``enum_w1`` can lie from
-  the reported one. Resolution: a resolved prefix's answers lie within its interval, so
-  counting them at its midpoint moves W1 by at most Σ m w / 2 / V (mass m, width w, valid
-  mass V). Residual: if unresolved mass R ended valid at points y_i (each within its
-  prefix's interval, clipped to the law's folded range or the model's own answers,
-  whichever is wider), Q would become (1 - λ) Q + λ S with λ = R / (V + R), within
+  the reported one, under two stated assumptions. Resolution: a resolved prefix's answers lie
+  within its interval (it ends as a plain number), so counting them at its midpoint moves W1
+  by at most Σ m w / 2 / V (mass m, width w, valid mass V). Residual: if unresolved mass R
+  ended valid at points y_i, Q would become (1 - λ) Q + λ S with λ = R / (V + R), within
   λ W1(S, Q) ≤ Σ r_i / (V + R) max_y E_Q|X - y| of Q (E_Q|X - y| is convex in y, so the
-  maximum sits at an end of the interval). The bound assumes that resolved prefixes end
-  without an exponent (their exponent share is unknown and counted at the midpoint);
+  maximum sits at an end of the range). y_i ranges over what its prefix can still reach,
+  exponents included, but *assumed* to stay within the law's folded range or the model's own
+  enumerated answers, whichever is wider: a bound without that assumption is infinite for
+  every unbounded law as soon as any mass is unresolved;
 * ``enum_pit_w1`` ↓ W1 between the PIT of Q and Uniform(0, 1) (``calbench.pit``, with
   masses for weights; integer laws with the non-randomized PIT).
 
@@ -173,7 +174,8 @@ def _top(enum: Enumeration, k: int) -> list[tuple[float, float]]:
 
 
 def _residual_bound(x: np.ndarray, q: np.ndarray, valid: float, frontier: np.ndarray, target: Target) -> float:
-    """Σ r_i / (V + R) max_{y in I_i} E_Q|X - y|, each I_i clipped to the folded range or Q's answers."""
+    """Σ r_i / (V + R) max_{y in I_i} E_Q|X - y|, each I_i (exponents included) clipped to the
+    folded range or Q's answers, whichever is wider (the stated assumption)."""
     if frontier.size == 0:
         return 0.0
     lower, upper = folded_range(target)

@@ -221,6 +221,11 @@ class CalbenchHFLM(HFLM):
         settings, enumeration settings)``, the distribution of the number sampling would return
         (``calbench.answer_enumeration``), under exactly the prompt, stop tokens, token cap and
         decoding that ``generate_until`` uses."""
+        if self.think_end_token is not None:
+            raise ValueError(
+                f"answer enumeration reads answers without reasoning blocks, but this model ends them with "
+                f"{self.think_end_token!r}: run the sampling tasks instead"
+            )
         eos = self.tok_decode(self.eot_token_id, skip_special_tokens=False)
         out = []
         for request in tqdm(requests, desc="calbench-hf answer enumeration", disable=disable_tqdm):

@@ -142,8 +142,18 @@ def test_budget_and_resolution_keep_every_unit_of_mass(micro):
         assert total == pytest.approx(1.0, abs=1e-9)
     assert few.nodes == 20 and few.residual_mass > 0
     assert coarse.resolved_mass > 0 and coarse.nodes < full.nodes
-    # every frontier interval holds what its prefix can still become
+    # what a budget or the resolution rule cuts is only ever the part below a cut prefix: every
+    # answer and every invalid unit found before the cut is also in the full enumeration
+    full_mass = dict(zip(full.values.tolist(), full.masses.tolist(), strict=True))
+    for e in (few, coarse):
+        assert e.invalid_mass <= full.invalid_mass + 1e-12
+        for v, m in zip(e.values.tolist(), e.masses.tolist(), strict=True):
+            assert m <= full_mass[v] + 1e-12
+    # and the frontier's intervals hold every value its prefixes reach in the full enumeration
+    # (with exponents: "8" can still become "8e-3"), so a valid answer below it lies inside
     assert np.all(few.frontier[:, 0] <= few.frontier[:, 1])
+    open_positive = few.frontier[(few.frontier[:, 0] >= 0) & (few.frontier[:, 0] < few.frontier[:, 1])]
+    assert open_positive.size and np.all(open_positive[:, 1] == math.inf)  # only a finished number is a point
 
 
 @pytest.mark.parametrize(
@@ -160,11 +170,18 @@ def test_value_range_holds_every_continuation():
     assert value_range(FRAC, "3.14") == pytest.approx((3.14, 3.15))
     assert value_range(FRAC, "-3.14") == pytest.approx((-3.15, -3.14))
     assert value_range(TRAIL, "7") == (7.0, 7.0)
+    assert value_range(FRAC, "0.9", exponents=True) == (0.0, math.inf)  # "0.9e-5"
     rng = np.random.default_rng(0)
-    for _ in range(200):  # random continuations of "-2.7" without an exponent stay inside
-        tail = "".join(rng.choice(list("0123456789"), size=rng.integers(0, 6)))
-        lo, hi = value_range(FRAC, "-2.7")
-        assert lo <= float("-2.7" + tail) <= hi
+    for _ in range(3000):  # random prefixes and continuations without an exponent stay inside
+        whole = "".join(rng.choice(list("0123456789"), size=rng.integers(1, 4)))
+        frac = "".join(rng.choice(list("0123456789"), size=rng.integers(0, 5)))
+        sign = str(rng.choice(["", "-", "+"]))
+        prefix = f"{sign}{whole}.{frac}"
+        tail = "".join(rng.choice(list("0123456789"), size=rng.integers(0, 30)))
+        lo, hi = value_range(advance(LEAD, prefix), prefix)
+        assert lo <= float(prefix + tail) <= hi, (prefix, tail)
+        e_lo, e_hi = value_range(advance(LEAD, prefix), prefix, exponents=True)
+        assert e_lo <= float(f"{prefix}{tail}e{rng.integers(-9, 9)}") <= e_hi
 
 
 FAMILIES = [
@@ -219,7 +236,7 @@ def test_score_enumeration_classifies_and_bounds():
         values=np.array([-1.0, 0.25, 0.5, 7.0]),
         masses=np.array([0.05, 0.4, 0.2, 0.05]),
         resolved=np.array([[0.305, 0.01, 0.1]]),
-        frontier=np.array([[0.1, 0.2, 0.05]]),
+        frontier=np.array([[0.0, math.inf, 0.05]]),
         invalid_mass=0.15,
     )
     r = score_enumeration(target, enum)
@@ -228,10 +245,14 @@ def test_score_enumeration_classifies_and_bounds():
     assert r["residual_mass"] == pytest.approx(0.05)
     q = np.array([0.25, 0.305, 0.5]), np.array([0.4, 0.1, 0.2]) / 0.7
     assert r["enum_w1"] == pytest.approx(law_w1(*q, target))
-    worst = max(np.sum(q[1] * np.abs(q[0] - y)) for y in (0.1, 0.2))
+    from calbench.enumeration_metrics import folded_range
+
+    reach = (0.0, max(folded_range(target)[1], 0.5))  # [0.1, 0.2) with exponents: (0, inf), clipped
+    worst = max(np.sum(q[1] * np.abs(q[0] - y)) for y in reach)
     assert r["enum_w1_bound"] == pytest.approx(0.1 * 0.01 / 2 / 0.7 + 0.05 / 0.75 * worst)
-    # the bound holds: the residual mass placed anywhere in its interval moves W1 by less
-    for y in (0.1, 0.15, 0.2):
+    # the bound holds: the residual mass placed anywhere its prefix can reach (exponents
+    # included: all of [0, 1]; within the folded range or Q's answers, as assumed) moves W1 by less
+    for y in np.linspace(0.0, 0.5, 11):
         moved = law_w1(np.append(q[0], y), np.append(q[1] * 0.7, 0.05), target)
         assert abs(moved - r["enum_w1"]) <= r["enum_w1_bound"] + 1e-12
     s = summarize([r, r | {"family": "gaussian"}])
