@@ -39,7 +39,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -181,15 +181,16 @@ class Budget:
     batch: int = 64
 
 
-@dataclass(order=True)
-class _Prefix:
-    priority: float  # -log-probability: heapq pops the most probable first
+class _Prefix(NamedTuple):
+    """A frontier entry; heapq pops the smallest tuple: the most probable first (``order`` breaks ties)."""
+
+    priority: float  # -log-probability
     order: int
-    parent: int = field(compare=False)  # the expanded prefix it extends (-1: the prompt)
-    token: int = field(compare=False)
-    depth: int = field(compare=False)  # generated tokens, its own included
-    state: int = field(compare=False)
-    number: str = field(compare=False)
+    parent: int  # the expanded prefix it extends (0: the prompt)
+    token: int
+    depth: int  # generated tokens, its own included
+    state: int
+    number: str
 
 
 class _Search:
@@ -205,17 +206,22 @@ class _Search:
         self.paths: list[tuple[int, ...]] = []  # of expanded prefixes
         self.parents: list[int] = []
         self.pushed = 0
-        self.moves: dict[tuple[int, int], tuple[int | None, str]] = {}
+        self.by_state: dict[int, tuple[np.ndarray, np.ndarray, list[str]]] = {}
         self.stop = torch.tensor(sorted(table.stop), dtype=torch.long)
 
-    def move(self, state: int, token: int) -> tuple[int | None, str]:
-        """(state after the token, the characters it adds to the number), cached per state and token."""
-        key = (state, token)
-        if key not in self.moves:
-            text = self.table.texts[token]
-            after = advance(state, text)
-            self.moves[key] = (after, "".join(c for c in text if not c.isspace()) if after is not None else "")
-        return self.moves[key]
+    def moves(self, state: int, width: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """For every candidate token (below the logits' ``width``): its id, the state after it (-1:
+        it leaves the language) and the characters it adds to the number; cached per state."""
+        if state not in self.by_state:
+            cand = self.table.candidates
+            cand = cand[cand < width]  # a tokenizer longer than the model's logits: the rest is invalid
+            after = [advance(state, self.table.texts[t]) for t in cand.tolist()]
+            added = [
+                "".join(c for c in self.table.texts[t] if not c.isspace()) if a is not None else ""
+                for t, a in zip(cand.tolist(), after, strict=True)
+            ]
+            self.by_state[state] = (cand, np.array([-1 if a is None else a for a in after], dtype=np.int64), added)
+        return self.by_state[state]
 
     def resolvable(self, state: int, number: str) -> tuple[float, float] | None:
         """The interval a prefix past the point is resolved to, when narrow enough and not
@@ -238,39 +244,35 @@ class _Search:
         mass = math.exp(base)
         lp = logprob.double()
         stop_lp = torch.logsumexp(lp[self.stop], 0).item() if self.stop.numel() else -math.inf
-        cand = self.table.candidates
-        if cand.size and cand[-1] >= lp.numel():  # a tokenizer longer than the model's logits
-            cand = cand[cand < lp.numel()]
+        cand, after, added = self.moves(state, lp.numel())
         cand_lp = lp[torch.from_numpy(cand)].numpy()
+        child_mass = np.exp(base + cand_lp)
         kept = math.exp(stop_lp) + float(np.exp(cand_lp).sum())
-        self.invalid += mass * max(0.0, 1.0 - kept)
+        self.invalid += mass * max(0.0, 1.0 - kept)  # every token that is no candidate
         stop_mass = mass * math.exp(stop_lp)
         if state in ACCEPTING:
             self.complete[path] = self.complete.get(path, 0.0) + stop_mass
         else:
             self.invalid += stop_mass
-        for token, tlp in zip(cand.tolist(), cand_lp.tolist(), strict=True):
-            if tlp == -math.inf:
-                continue
-            after, added = self.move(state, token)
-            child_lp = base + tlp
-            if after is None:
-                self.invalid += math.exp(child_lp)
-                continue
-            child_number = number + added
-            if depth + 1 >= self.max_tokens:  # the sampler's token cap: the text so far is the answer
-                if after in ACCEPTING:
-                    self.complete[(*path, token)] = math.exp(child_lp)
-                else:
-                    self.invalid += math.exp(child_lp)
-                continue
-            interval = self.resolvable(after, child_number)
+        dead = after < 0
+        self.invalid += float(child_mass[dead].sum())  # candidates that break the number here
+        live = np.flatnonzero(~dead & (child_mass > 0))
+        if depth + 1 >= self.max_tokens:  # the sampler's token cap: the text so far is the answer
+            done = np.isin(after[live], list(ACCEPTING))
+            for i in live[done].tolist():
+                self.complete[(*path, int(cand[i]))] = float(child_mass[i])
+            self.invalid += float(child_mass[live[~done]].sum())
+            return
+        for i in live.tolist():
+            next_state, child_number, m = int(after[i]), number + added[i], float(child_mass[i])
+            interval = self.resolvable(next_state, child_number)
             if interval is not None:
-                self.resolved.append(((interval[0] + interval[1]) / 2, interval[1] - interval[0], math.exp(child_lp)))
+                self.resolved.append(((interval[0] + interval[1]) / 2, interval[1] - interval[0], m))
                 continue
             self.pushed += 1
-            self.frontier_mass += math.exp(child_lp)
-            heapq.heappush(self.frontier, _Prefix(-child_lp, self.pushed, index, token, depth + 1, after, child_number))
+            self.frontier_mass += m
+            child = _Prefix(-(base + cand_lp[i]), self.pushed, index, int(cand[i]), depth + 1, next_state, child_number)
+            heapq.heappush(self.frontier, child)
 
     def done(self) -> bool:
         if not self.frontier or len(self.paths) >= self.budget.nodes:
