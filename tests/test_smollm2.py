@@ -159,5 +159,11 @@ def test_enumeration_agrees_with_many_samples(smollm2, adapter):
         draws = rng.choice(x[keep], p=w[keep] / w[keep].sum(), size=(400, k))
         predicted = np.array([w1(row, target.law) for row in draws])
         lo, hi = np.quantile(predicted, [0.005, 0.995])
-        bound = record["enum_w1_bound"]
-        assert lo - bound <= w1(values, target.law) <= hi + bound, (target.key, w1(values, target.law), lo, hi, bound)
+        bound, sampled = record["enum_w1_bound"], w1(values, target.law)
+        print(
+            f"{adapter or 'base'} {target.key}: valid mass {record['valid_mass']:.4f} (residual "
+            f"{record['residual_mass']:.4f}, resolved {record['resolved_mass']:.4f}) vs valid rate {k / len(answers):.4f}; "
+            f"enum_w1 {record['enum_w1']:.4f} (bound {bound:.4f}), sampled W1 {sampled:.4f} from {k} valid, "
+            f"predicted 99% range [{lo:.4f}, {hi:.4f}]"
+        )
+        assert lo - bound <= sampled <= hi + bound, (target.key, sampled, lo, hi, bound)
