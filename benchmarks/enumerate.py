@@ -34,12 +34,12 @@ from lm_eval.api.instance import Instance
 from calbench.answer_tokens import terminator
 from calbench.enumeration_metrics import score_enumeration
 from calbench.families import split_points
-from calbench.harness import ENUMERATION_DEFAULTS
+from calbench.harness import ENUMERATION_DEFAULTS, enumeration_settings
 from calbench.hf_backend import CalbenchHFLM
 from calbench.model_catalogue import model_path
 from calbench.parse import classify
 from calbench.prompt import prompt_text
-from calbench.sampling_metrics import bootstrap_w1_sd, iqr, w1
+from calbench.sampling_metrics import bootstrap_w1_sd, w1
 from calbench.space import canonical_space
 from calbench.trie import build_trie
 
@@ -51,18 +51,6 @@ FAMILIES = ("gaussian", "exponential", "beta", "gamma", "lognormal", "uniform", 
 ADAPTER = Path(__file__).resolve().parents[1] / "leaderboards" / "smollm2-cpu" / "adapters" / "soft"
 
 
-def settings(target, nodes: int, residual: float, resolution: float) -> dict:
-    return {
-        "budget": {
-            "nodes": nodes,
-            "residual": residual,
-            "batch": int(ENUMERATION_DEFAULTS["batch"]),
-            "resolution": 0.0 if target.integer else resolution * iqr(target),
-        },
-        "support": None if target.integer else target.support(),
-    }
-
-
 def timed(fn):
     start = time.perf_counter()
     out = fn()
@@ -71,7 +59,10 @@ def timed(fn):
 
 def enumerate_once(lm: CalbenchHFLM, context: str, target, nodes: int, residual: float, resolution: float):
     request = Instance(
-        "enumerate_numeric_answers", {}, (context, GENERATION, settings(target, nodes, residual, resolution)), 0
+        "enumerate_numeric_answers",
+        {},
+        (context, GENERATION, enumeration_settings(target, nodes, residual, resolution)),
+        0,
     )
     (enum,), seconds = timed(lambda: lm.enumerate_numeric_answers([request], disable_tqdm=True))
     return enum, score_enumeration(target, enum), seconds

@@ -385,6 +385,20 @@ class LikelihoodTask(CalbenchTask):
 ENUMERATION_DEFAULTS = {"nodes": 2000, "residual": 0.01, "resolution": 0.01, "batch": 64}
 
 
+def enumeration_settings(
+    target: Any,
+    nodes: float = ENUMERATION_DEFAULTS["nodes"],
+    residual: float = ENUMERATION_DEFAULTS["residual"],
+    resolution: float = ENUMERATION_DEFAULTS["resolution"],
+    batch: float = ENUMERATION_DEFAULTS["batch"],
+) -> dict[str, Any]:
+    """The enumeration request's settings for a prompt's law: the budget (``resolution`` in IQRs,
+    none for integer laws) and the support a resolved interval must not straddle."""
+    budget = {"nodes": int(nodes), "batch": int(batch), "residual": float(residual)}
+    budget["resolution"] = 0.0 if target.integer else resolution * iqr(target)
+    return {"budget": budget, "support": None if target.integer else target.support()}
+
+
 class EnumerationTask(CalbenchTask):
     """The sample-free numeric tasks: each prompt's whole answer distribution, enumerated
     (``calbench.answer_enumeration``) and scored against its law (``calbench.enumeration_metrics``).
@@ -406,9 +420,7 @@ class EnumerationTask(CalbenchTask):
         values = {k: float(metadata.get(f"calbench_enum_{k}", v)) for k, v in ENUMERATION_DEFAULTS.items()}
         if values["nodes"] < 1 or values["batch"] < 1 or not 0 <= values["residual"] <= 1 or values["resolution"] < 0:
             raise ValueError(f"{self.config.task}: bad enumeration settings {values}")
-        resolution = 0.0 if target.integer else values["resolution"] * iqr(target)
-        budget = {"nodes": int(values["nodes"]), "batch": int(values["batch"]), "residual": values["residual"]}
-        return {"budget": budget | {"resolution": resolution}, "support": None if target.integer else target.support()}
+        return enumeration_settings(target, **values)
 
     def construct_requests(self, doc: dict[str, Any], ctx: Any, **kwargs: Any) -> list[Instance]:
         task, doc_id, _ = kwargs["metadata"]

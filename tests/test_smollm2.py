@@ -121,10 +121,11 @@ def test_enumeration_agrees_with_many_samples(smollm2, adapter):
 
     from calbench.enumeration_metrics import score_enumeration
     from calbench.families import make_target
+    from calbench.harness import enumeration_settings
     from calbench.hf_backend import CalbenchHFLM
     from calbench.parse import classify
     from calbench.prompt import prompt_text
-    from calbench.sampling_metrics import iqr, w1
+    from calbench.sampling_metrics import w1
     from calbench.stats import rate_se
 
     extra = {}
@@ -139,13 +140,7 @@ def test_enumeration_agrees_with_many_samples(smollm2, adapter):
     rng = np.random.default_rng(0)
     for target in (make_target("gaussian", {"mu": 3.5, "sigma": 3.0}), make_target("poisson", {"lambda": 4.0})):
         context = lm.apply_chat_template([{"role": "user", "content": prompt_text(target)}])
-        budget = {
-            "nodes": 3000,
-            "residual": 0.005,
-            "batch": 64,
-            "resolution": 0.0 if target.integer else 0.01 * iqr(target),
-        }
-        settings = {"budget": budget, "support": None if target.integer else target.support()}
+        settings = enumeration_settings(target, nodes=3000, residual=0.005)
         (enum,) = lm.enumerate_numeric_answers([Instance("enumerate_numeric_answers", {}, (context, gen, settings), 0)])
         record = score_enumeration(target, enum)
         assert record["decode_mismatch_mass"] == 0.0
