@@ -8,10 +8,11 @@ selected unseen prompts, one ``calbench-hf`` instance answers, side by side in o
   and the W1 error bound it reports;
 * the likelihood task's requests for the same prompt (1001 canonical strings + terminator,
   the anchor): tokens fed (prompt + trie nodes) and wall time;
-* sampling: ``--pilot`` answers with calbench-hf's sampler, their W1 standard error (the
-  bootstrap's, ``sampling_metrics.bootstrap_w1_sd``), and the answers sampling would need
-  for a 95% interval no wider than the enumerator's bound, n = pilot (1.96 sd / bound)^2,
-  at the pilot's measured time per answer.
+* sampling: ``--pilot`` answers with calbench-hf's sampler, the standard error of their W1
+  as ``enum_w1`` defines it (both laws clipped to the law's window; 200 bootstrap
+  resamples), and the answers sampling would need for a 95% half-width no wider than the
+  enumerator's bound (floored at 0.001 IQR), n = pilot (1.96 sd / bound)^2, at the pilot's
+  measured time per answer.
 
 It prints one row per (model, prompt), the ratios, and a sweep of the budget (tolerance
 and residual target) on the first prompt. Run it on an idle machine:
@@ -32,14 +33,14 @@ import torch
 from lm_eval.api.instance import Instance
 
 from calbench.answer_tokens import terminator
-from calbench.enumeration_metrics import score_enumeration
+from calbench.enumeration_metrics import law_w1, score_enumeration
 from calbench.families import split_points
 from calbench.harness import ENUMERATION_DEFAULTS, enumeration_settings
 from calbench.hf_backend import CalbenchHFLM
 from calbench.model_catalogue import model_path
 from calbench.parse import classify
 from calbench.prompt import prompt_text
-from calbench.sampling_metrics import bootstrap_w1_sd, w1
+from calbench.sampling_metrics import iqr
 from calbench.space import canonical_space
 from calbench.trie import build_trie
 
@@ -48,7 +49,12 @@ GENERATION = json.loads(
     ' "repetition_penalty": 1.0, "max_gen_toks": 32}'
 )
 FAMILIES = ("gaussian", "exponential", "beta", "gamma", "lognormal", "uniform", "binomial", "poisson")
+SWEEP_NODES = 4000
 ADAPTER = Path(__file__).resolve().parents[1] / "leaderboards" / "smollm2-cpu" / "adapters" / "soft"
+
+
+def num(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.4g}"
 
 
 def timed(fn):
@@ -79,11 +85,16 @@ def likelihood_once(lm: CalbenchHFLM, context: str, target) -> tuple[int, float]
 
 
 def sampling_once(lm: CalbenchHFLM, context: str, target, n: int) -> tuple[float, float, float]:
-    """(W1 of the valid answers, its bootstrap sd, seconds) for n answers."""
+    """(clipped W1 of the valid answers, its bootstrap sd, seconds) for n answers."""
     requests = [Instance("generate_until", {}, (context, dict(GENERATION)), i) for i in range(n)]
     answers, seconds = timed(lambda: lm.generate_until(requests, disable_tqdm=True))
     values = np.array([a.value for a in (classify(x, target) for x in answers) if a.valid], dtype=float)
-    return w1(values, target.law), bootstrap_w1_sd(values, target.law), seconds
+    if values.size < 2:
+        return float("nan"), float("nan"), seconds
+    rng = np.random.default_rng(0)
+    counts = rng.multinomial(values.size, np.full(values.size, 1 / values.size), size=200)
+    boot = [law_w1(values, c.astype(float), target) for c in counts]
+    return law_w1(values, np.ones(values.size), target), float(np.std(boot, ddof=1)), seconds
 
 
 def main() -> None:
@@ -105,25 +116,31 @@ def main() -> None:
             enum, record, t_enum = enumerate_once(lm, context, target, int(d["nodes"]), d["residual"], d["resolution"])
             l_tokens, t_like = likelihood_once(lm, context, target)
             sampled, sd, t_pilot = sampling_once(lm, context, target, args.pilot)
-            bound = record["enum_w1_bound"] or float("nan")
-            needed = args.pilot * (1.96 * sd / bound) ** 2 if bound > 0 else float("nan")
+            bound = max(record["enum_w1_bound"] or 0.0, 1e-3 * iqr(target))
+            needed = args.pilot * (1.96 * sd / bound) ** 2
             t_sampling = t_pilot * needed / args.pilot
             ratios["likelihood"].append(t_like / t_enum)
             ratios["sampling"].append(t_sampling / t_enum)
             print(
                 f"{name} | {target.key} | {enum.nodes} | {enum.tokens_fed} | {t_enum:.1f} | "
-                f"{record['enum_w1_iqr_bound']:.4f} | {l_tokens} | {t_like:.1f} | {needed:.0f} | {t_sampling:.1f} | "
+                f"{num(record['enum_w1_iqr_bound'])} | {l_tokens} | {t_like:.1f} | {needed:.0f} | {t_sampling:.1f} | "
                 f"likelihood/enum {t_like / t_enum:.2f}x, sampling/enum {t_sampling / t_enum:.1f}x "
-                f"(enum_w1 {record['enum_w1']:.4g}, sampled W1 {sampled:.4g} ± {sd:.2g} at n={args.pilot})"
+                f"(enum_w1 {num(record['enum_w1'])}, sampled W1 {sampled:.4g} ± {sd:.2g} at n={args.pilot})"
             )
         if name == "base" and targets:
             target = targets[0]
             context = lm.apply_chat_template([{"role": "user", "content": prompt_text(target)}])
-            print(f"budget sweep on {target.key} ({name}): resolution (IQR) | residual | nodes | s | residual left")
+            print(
+                f"budget sweep on {target.key} ({name}, at most {SWEEP_NODES} prefixes): resolution (IQR) | "
+                "residual target | prefixes | s | residual left | resolved left | bound/IQR"
+            )
             for resolution in (0.03, 0.01, 0.003):
-                for residual in (0.05, 0.02, 0.01):
-                    enum, _, seconds = enumerate_once(lm, context, target, 10_000, residual, resolution)
-                    print(f"  {resolution} | {residual} | {enum.nodes} | {seconds:.1f} | {enum.residual_mass:.4f}")
+                for residual in (0.02, 0.01):
+                    enum, rec, seconds = enumerate_once(lm, context, target, SWEEP_NODES, residual, resolution)
+                    print(
+                        f"  {resolution} | {residual} | {enum.nodes} | {seconds:.1f} | {enum.residual_mass:.4f} | "
+                        f"{enum.resolved_mass:.4f} | {num(rec['enum_w1_iqr_bound'])}"
+                    )
     for key, values in ratios.items():
         print(f"{key} / enumeration, median over rows: {np.median(values):.2f}x")
 

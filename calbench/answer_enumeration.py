@@ -12,19 +12,31 @@ splits the prefix's probability exactly into
 * answers that end here (the stop token after a complete number, or a number at the
   sampler's token cap), merged by value ("7", "7.0" and "+7" are one answer);
 * mass that leaves the language (any token whose text cannot continue a number): *invalid*;
-* longer prefixes, pushed onto the frontier, or *resolved*: a prefix past the decimal point
-  whose every continuation without an exponent lies in an interval narrower than the
-  resolution tolerance is not expanded further, and its mass counts as a valid answer at the
-  interval's midpoint. That moves each of its answers by at most half the interval's width
-  *if* it goes on to end as a plain number; the share that would instead run on into text or
-  an exponent is unknown, which is why ``resolved_mass`` is reported beside the valid mass.
+* longer prefixes, pushed onto the frontier, or cut by the resolution rule (given the law's
+  :class:`AnswerSpace`): a prefix whose every continuation without an exponent lies outside
+  the law's support (or, for an integer law, has a nonzero decimal) is *impossible* whatever
+  it becomes; one past the decimal point of a continuous law's answer whose continuations
+  all lie inside the support and, clipped to the window the metrics clip values to, in an
+  interval narrower than the resolution tolerance is *resolved*: its value is known to within
+  the tolerance, so it is set aside. With ``Budget.refine`` (off by default: it spends the
+  whole budget), set-aside prefixes are expanded with the nodes left once the unresolved
+  mass is at most the residual target (most probable first, until they too hold at most
+  that mass), to learn how much of their mass ends as a number. What is still set aside at
+  the end counts as a valid answer at its clipped interval's midpoint. That moves each of its answers by at most half the interval's width
+  *if* it goes on to end as a plain number; the share that would instead run on into text
+  ("3.14 is pi") or an exponent is unknown, which is why ``resolved_mass`` is reported beside
+  the valid mass: the exact valid mass lies between valid mass - resolved mass and valid mass
+  + residual mass. The window makes the far tail cheap ("31." for a law whose window ends at
+  11 is resolved at 11 at once). An open integer part is never resolved: "100" goes on into
+  text ("100 random numbers") far too often.
 
 Tokens are read by what they decode to in context (whatever the tokenizer merges: " 3",
 ".5", "\\n\\n" and special tokens, which the sampler's decoding drops, are all handled), and
 each complete answer's full token sequence is decoded once more the way the sampler decodes
 it, so a tokenizer whose decoding is not a concatenation of its tokens is caught
 (``decode_mismatch_mass``). Every path of the sampler ends in exactly one of these
-outcomes, so complete + invalid + resolved + frontier mass is 1 up to floating point.
+outcomes, so complete + invalid + impossible + resolved + frontier mass is 1 up to floating
+point.
 
 Known limits, all counted as invalid mass: a ``<think>`` block (the parser strips it; the
 backend refuses models with a think-end token instead of guessing), a whitespace character
@@ -50,6 +62,7 @@ from calbench.tree_attention import output_cache, tree_forward
 # Lexer states of the answer language [ws] [+-] (digits [. digits*] | . digits) [eE [+-] digits] [ws].
 LEAD, SIGN, INT, DOT, POINT, FRAC, EXP, EXP_SIGN, EXP_DIGITS, TRAIL = range(10)
 ACCEPTING = frozenset({INT, POINT, FRAC, EXP_DIGITS, TRAIL})
+RESOLVABLE = frozenset({SIGN, INT, DOT, POINT, FRAC})  # a mantissa still open, no exponent yet
 DIGITS = frozenset("0123456789")
 
 
@@ -135,14 +148,38 @@ class TokenTable:
         return cls(tuple(texts), frozenset(int(s) for s in stop), np.array(keep, dtype=np.int64))
 
 
+@dataclass(frozen=True)
+class AnswerSpace:
+    """What the law makes of a value, for the resolution rule (module docstring): its support,
+    whether only integers are possible, and the window the metrics clip values to."""
+
+    support: tuple[float, float]
+    integer: bool = False
+    window: tuple[float, float] = (-math.inf, math.inf)
+
+    def clip(self, lo: float, hi: float) -> tuple[float, float]:
+        """The interval [lo, hi] clipped to the window (a point at its edge when outside)."""
+        w_lo, w_hi = self.window
+        return min(max(lo, w_lo), w_hi), max(min(hi, w_hi), w_lo)
+
+
+def answer_space(settings: dict[str, Any]) -> AnswerSpace:
+    """An :class:`AnswerSpace` from its JSON form (``harness.enumeration_settings``)."""
+    lo, hi = settings["support"]
+    w_lo, w_hi = settings["window"]
+    return AnswerSpace((float(lo), float(hi)), bool(settings["integer"]), (float(w_lo), float(w_hi)))
+
+
 @dataclass
 class Enumeration:
     """One prompt's answer distribution (masses are probabilities of whole samples).
 
     ``values``/``masses``: every complete answer that parses, merged by value (inside the
     law's support or not: the metrics decide); ``resolved``: (midpoint, width, mass) of the
-    prefixes the resolution rule stopped; ``frontier``: (low, high, mass) of the prefixes
-    still unexpanded, with the interval their non-exponent continuations reach.
+    prefixes the resolution rule counted as valid answers (clipped to the window);
+    ``impossible_mass``: the prefixes it found outside the support; ``frontier``: (low, high,
+    mass) of the prefixes still unexpanded, with the interval their continuations reach,
+    exponents included.
     """
 
     values: np.ndarray
@@ -150,6 +187,7 @@ class Enumeration:
     resolved: np.ndarray  # (k, 3): midpoint, width, mass
     frontier: np.ndarray  # (m, 3): low, high, mass
     invalid_mass: float
+    impossible_mass: float = 0.0
     decode_mismatch_mass: float = 0.0
     nodes: int = 0  # prefixes expanded (the prompt's own last position included)
     tokens_fed: int = 0  # tokens through the model, the prompt included
@@ -166,19 +204,21 @@ class Enumeration:
     def __str__(self) -> str:  # lm-eval logs a response with str(): keep samples logs small
         return (
             f"Enumeration({self.values.size} answers, mass {self.masses.sum():.4f} complete, "
-            f"{self.resolved_mass:.4f} resolved, {self.invalid_mass:.4f} invalid, {self.residual_mass:.4f} residual)"
+            f"{self.resolved_mass:.4f} resolved, {self.impossible_mass:.4f} impossible, {self.invalid_mass:.4f} invalid, {self.residual_mass:.4f} residual)"
         )
 
 
 @dataclass(frozen=True)
 class Budget:
-    """When to stop: after ``nodes`` expansions or once the frontier holds at most ``residual``;
-    ``resolution`` is the absolute interval width below which a prefix is resolved (0: never)."""
+    """When to stop: after ``nodes`` expansions or once the frontier holds at most ``residual``
+    (and, with ``refine``, the resolved prefixes too); ``resolution`` is the absolute interval
+    width below which a prefix is resolved (0: the resolution rule is off)."""
 
     nodes: int = 2000
     residual: float = 0.01
     resolution: float = 0.0
     batch: int = 64
+    refine: bool = False
 
 
 class _Prefix(NamedTuple):
@@ -196,13 +236,15 @@ class _Prefix(NamedTuple):
 class _Search:
     """The mutable state of one enumeration (see :func:`enumerate_answers`)."""
 
-    def __init__(self, table: TokenTable, budget: Budget, max_tokens: int, support: tuple[float, float] | None) -> None:
-        self.table, self.budget, self.max_tokens, self.support = table, budget, max_tokens, support
+    def __init__(self, table: TokenTable, budget: Budget, max_tokens: int, space: AnswerSpace | None) -> None:
+        self.table, self.budget, self.max_tokens, self.space = table, budget, max_tokens, space
         self.frontier: list[_Prefix] = []
         self.frontier_mass = 0.0  # kept as prefixes come and go (the result sums them afresh)
         self.complete: dict[tuple[int, ...], float] = {}  # token path -> mass
-        self.resolved: list[tuple[float, float, float]] = []
+        self.deferred: list[_Prefix] = []  # resolved prefixes, expanded only with nodes to spare
+        self.deferred_mass = 0.0
         self.invalid = 0.0
+        self.impossible = 0.0
         self.paths: list[tuple[int, ...]] = []  # of expanded prefixes
         self.parents: list[int] = []
         self.pushed = 0
@@ -224,16 +266,19 @@ class _Search:
         return self.by_state[state]
 
     def resolvable(self, state: int, number: str) -> tuple[float, float] | None:
-        """The interval a prefix past the point is resolved to, when narrow enough and not
-        straddling a support bound (so its answers are all valid or all impossible)."""
-        if self.support is None or state not in (POINT, FRAC) or self.budget.resolution <= 0:
+        """What the resolution rule makes of a prefix: None (expand it), (nan, nan) when it is
+        impossible, else the clipped interval it is resolved to (module docstring)."""
+        if self.space is None or state not in RESOLVABLE or self.budget.resolution <= 0:
             return None
         lo, hi = value_range(state, number)
-        if hi - lo >= self.budget.resolution:
-            return None
-        s_lo, s_hi = self.support
-        inside, outside = s_lo <= lo and hi <= s_hi, hi < s_lo or lo > s_hi
-        return (lo, hi) if inside or outside else None
+        s_lo, s_hi = self.space.support
+        fraction = number.partition(".")[2]
+        if hi < s_lo or lo > s_hi or (self.space.integer and fraction.strip("0")):
+            return math.nan, math.nan
+        if state not in (POINT, FRAC) or self.space.integer or not (s_lo <= lo and hi <= s_hi):
+            return None  # an open integer part ("100" still ends as text often), or straddling
+        c_lo, c_hi = self.space.clip(lo, hi)
+        return (c_lo, c_hi) if c_hi - c_lo < self.budget.resolution else None
 
     def expand(self, prefix: _Prefix | None, logprob: torch.Tensor) -> None:
         """Split a prefix's mass over its next tokens (``prefix`` None: the prompt itself)."""
@@ -266,21 +311,45 @@ class _Search:
         for i in live.tolist():
             next_state, child_number, m = int(after[i]), number + added[i], float(child_mass[i])
             interval = self.resolvable(next_state, child_number)
-            if interval is not None:
-                self.resolved.append(((interval[0] + interval[1]) / 2, interval[1] - interval[0], m))
+            if interval is not None and math.isnan(interval[0]):
+                self.impossible += m
                 continue
             self.pushed += 1
-            self.frontier_mass += m
             child = _Prefix(-(base + cand_lp[i]), self.pushed, index, int(cand[i]), depth + 1, next_state, child_number)
-            heapq.heappush(self.frontier, child)
+            if interval is not None:
+                self.deferred_mass += m
+                heapq.heappush(self.deferred, child)
+            else:
+                self.frontier_mass += m
+                heapq.heappush(self.frontier, child)
 
-    def done(self) -> bool:
-        if not self.frontier or len(self.paths) >= self.budget.nodes:
-            return True
+    def open_frontier(self) -> bool:
+        """Whether unresolved mass above the residual target is left (summed afresh before saying no)."""
         if self.frontier_mass > self.budget.residual:
-            return False
-        self.frontier_mass = math.fsum(math.exp(-p.priority) for p in self.frontier)  # no drift at the end
-        return self.frontier_mass <= self.budget.residual
+            return True
+        self.frontier_mass = math.fsum(math.exp(-p.priority) for p in self.frontier)  # no drift
+        return self.frontier_mass > self.budget.residual
+
+    def next_batch(self) -> list[_Prefix]:
+        """The prefixes to expand next, most probable first: unresolved ones while their mass is
+        above the residual target, then, with the nodes left, resolved ones (to learn how much
+        of their mass ends as a number rather than running on into text). Empty: stop."""
+        room = min(self.budget.nodes - len(self.paths), self.budget.batch)
+        if room <= 0:
+            return []
+        if self.open_frontier():
+            heap = self.frontier
+        elif self.budget.refine and self.deferred and self.deferred_mass > self.budget.residual:
+            heap = self.deferred
+        else:
+            return []
+        batch = [heapq.heappop(heap) for _ in range(min(room, len(heap)))]
+        taken = sum(math.exp(-p.priority) for p in batch)
+        if heap is self.frontier:
+            self.frontier_mass -= taken
+        else:
+            self.deferred_mass = max(0.0, self.deferred_mass - taken)
+        return batch
 
 
 @torch.no_grad()
@@ -291,14 +360,13 @@ def enumerate_answers(
     max_tokens: int,
     budget: Budget = Budget(),
     temperature: float = 1.0,
-    support: tuple[float, float] | None = None,
+    space: AnswerSpace | None = None,
     decode: Callable[[list[int]], str] | None = None,
 ) -> Enumeration:
     """The distribution of the number a model samples after ``prompt_ids`` (module docstring).
 
     Samples are what softmax sampling at ``temperature`` draws: up to ``max_tokens`` tokens,
-    ending at a token of ``table.stop``. ``support`` (a continuous law's) enables the
-    resolution rule; ``decode`` (the sampler's own decoding of a token sequence) re-checks
+    ending at a token of ``table.stop``. ``space`` (the law's) enables the resolution rule; ``decode`` (the sampler's own decoding of a token sequence) re-checks
     every complete answer.
     """
     if temperature <= 0:
@@ -306,7 +374,7 @@ def enumerate_answers(
     if max_tokens < 1:  # the sampler returns "" for every sample: no number
         empty = np.zeros((0, 3))
         return Enumeration(np.zeros(0), np.zeros(0), empty, empty, invalid_mass=1.0)
-    search = _Search(table, budget, max_tokens, support)
+    search = _Search(table, budget, max_tokens, space)
     device = next(model.parameters()).device
     out = model(input_ids=torch.tensor([list(prompt_ids)], device=device), use_cache=True)
     prompt_kv = [(kv[0], kv[1]) for kv in output_cache(out)]
@@ -317,10 +385,7 @@ def enumerate_answers(
     del out
     store: list[tuple[torch.Tensor, torch.Tensor]] = [(k[:, :, :0], v[:, :, :0]) for k, v in prompt_kv]
     tokens_fed = n_prompt
-    while not search.done():
-        room = budget.nodes - len(search.paths)
-        batch = [heapq.heappop(search.frontier) for _ in range(min(budget.batch, room, len(search.frontier)))]
-        search.frontier_mass -= sum(math.exp(-p.priority) for p in batch)
+    while batch := search.next_batch():
         # Each prefix sees the prompt, the expanded prefixes on its path and itself.
         chains = [_chain(search.parents, p.parent) for p in batch]
         columns = sorted({a for chain in chains for a in chain if a > 0})
@@ -353,6 +418,12 @@ def enumerate_answers(
             search.parents.append(prefix.parent)
             search.expand(prefix, logprobs[row])
     return _result(search, table, decode, tokens_fed)
+
+
+def _resolved(search: _Search, prefix: _Prefix) -> tuple[float, float, float]:
+    """(midpoint, width, mass) of a resolved prefix left unexpanded."""
+    lo, hi = search.resolvable(prefix.state, prefix.number) or (math.nan, math.nan)
+    return (lo + hi) / 2, hi - lo, math.exp(-prefix.priority)
 
 
 def _chain(parents: list[int], node: int) -> list[int]:
@@ -391,9 +462,10 @@ def _result(search: _Search, table: TokenTable, decode: Callable[[list[int]], st
     return Enumeration(
         values=values,
         masses=np.array([by_value[v] for v in values.tolist()], dtype=float),
-        resolved=np.array(search.resolved, dtype=float).reshape(-1, 3),
+        resolved=np.array([_resolved(search, p) for p in search.deferred], dtype=float).reshape(-1, 3),
         frontier=frontier,
         invalid_mass=invalid,
+        impossible_mass=search.impossible,
         decode_mismatch_mass=mismatch,
         nodes=len(search.paths),
         tokens_fed=tokens,

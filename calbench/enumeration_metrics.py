@@ -5,25 +5,32 @@ model samples (and the mass that is not a number, or still unresolved). These me
 pure functions of that distribution and the law; nothing is sampled, so nothing carries
 Monte-Carlo noise. Per prompt (↓ lower is better, ↑ higher is better):
 
-* ``valid_mass`` ↑ the probability that a sample is a possible outcome of the law (the exact
-  counterpart of ``valid_rate``); ``support_violation_mass`` ↓ that it parses but is
-  impossible; ``invalid_mass`` that it is no number; ``residual_mass`` left unresolved;
-* ``enum_w1`` ↓ W1 between the valid answers' distribution Q (renormalised) and the law P
-  with both 0.1% tails folded onto their quantiles (the canonical space's range; P itself
-  where the support ends first): ∫ |G(t) - F(t)| dt, exact for integer laws (both
-  discrete), Gauss-Legendre on a fine partition for continuous ones. Folding keeps it
-  finite for Cauchy, whose own W1 to any bounded Q is infinite. ``enum_w1_iqr`` ↓ the same
-  divided by the law's IQR;
+* ``valid_mass`` ↑ the probability that a sample is a possible outcome of the law (the
+  sample-free counterpart of ``valid_rate``), resolved prefixes counted as valid: the exact
+  value lies in [valid_mass - ``resolved_mass``, valid_mass + ``residual_mass``] (resolved
+  prefixes may still run on into text, unresolved ones may end either way);
+  ``support_violation_mass`` ↓ that it parses but is impossible (``impossible_mass`` of it
+  cut early: every continuation without an exponent is impossible); ``invalid_mass`` that
+  it is no number; ``residual_mass`` left unresolved;
+* ``enum_w1`` ↓ W1 between the valid answers' distribution Q (renormalised) and the law P,
+  both clipped to the law's window: its central 99.8% (the 0.1% quantiles, or the support
+  where it ends first; for integer laws the canonical space's range). Clipping the law folds
+  its tails onto the window's edges; clipping Q does the same to answers beyond them, so
+  ``enum_w1`` = ∫_window |G(t) - F(t)| dt, exact for integer laws (both discrete) and by
+  Gauss-Legendre on a fine partition for continuous ones. It keeps W1 finite for Cauchy and,
+  above all, measurable: a model's raw W1 is dominated by rare answers such as a 30-digit
+  string, which neither an enumeration nor any affordable number of samples pins down.
+  (Mass outside the law's support is ``support_violation_mass``, not part of Q.)
+  ``enum_w1_iqr`` ↓ the same divided by the law's IQR;
 * ``enum_w1_bound`` (and ``enum_w1_iqr_bound``): how far the true ``enum_w1`` can lie from
-  the reported one, under two stated assumptions. Resolution: a resolved prefix's answers lie
-  within its interval (it ends as a plain number), so counting them at its midpoint moves W1
-  by at most Σ m w / 2 / V (mass m, width w, valid mass V). Residual: if unresolved mass R
-  ended valid at points y_i, Q would become (1 - λ) Q + λ S with λ = R / (V + R), within
-  λ W1(S, Q) ≤ Σ r_i / (V + R) max_y E_Q|X - y| of Q (E_Q|X - y| is convex in y, so the
-  maximum sits at an end of the range). y_i ranges over what its prefix can still reach,
-  exponents included, but *assumed* to stay within the law's folded range or the model's own
-  enumerated answers, whichever is wider: a bound without that assumption is infinite for
-  every unbounded law as soon as any mass is unresolved;
+  the reported one. Resolution: a resolved prefix is assumed to end as a plain number of the
+  law's kind (its mass, ``resolved_mass``, is counted as valid), and then counting its
+  answers at the midpoint of their clipped interval moves W1 by at most Σ m w / 2 / V (mass
+  m, width w, valid mass V). Residual, with no assumption: if unresolved mass R ended valid at
+  points y_i, Q would become (1 - λ) Q + λ S with λ ≤ R / (V + R), within
+  λ W1(S, Q) ≤ Σ r_i / (V + R) max_{y in I_i} E_Q|X - y| of Q, where I_i is what prefix i can
+  still reach, exponents included, clipped to the window (E_Q|X - y| is convex in y, so the
+  maximum sits at an end of I_i);
 * ``enum_pit_w1`` ↓ W1 between the PIT of Q and Uniform(0, 1) (``calbench.pit``, with
   masses for weights; integer laws with the non-randomized PIT).
 
@@ -69,23 +76,30 @@ def folded_range(target: Target) -> tuple[float, float]:
     return max(q_lo, s_lo), min(q_hi, s_hi)
 
 
+def window(target: Target) -> tuple[float, float]:
+    """Where both laws are clipped for ``enum_w1``: the canonical space's range for integer laws
+    (the folded integer law is that space itself, never thinned), else :func:`folded_range`."""
+    if target.integer:
+        values = canonical_space(target).values
+        return float(values[0]), float(values[-1])
+    return folded_range(target)
+
+
 def law_w1(values: np.ndarray, masses: np.ndarray, target: Target) -> float:
-    """W1 between the discrete law (values, masses normalised) and the folded law (module docstring)."""
-    x = np.asarray(values, dtype=float)
+    """W1 between the discrete law (values, masses normalised) and the law, both clipped to the
+    law's :func:`window` (module docstring)."""
+    lower, upper = window(target)
+    x = np.clip(np.asarray(values, dtype=float), lower, upper)
     w = np.asarray(masses, dtype=float)
     if x.size == 0 or w.sum() <= 0:
         return math.nan
     order = np.argsort(x)
     x, w = x[order], w[order] / w.sum()
-    if target.integer:  # the folded integer law is the canonical space itself (never thinned)
+    if target.integer:
         space = canonical_space(target)
         return discrete_w1(x, w, space.values, space.masses)
-    lower, upper = folded_range(target)
-    with np.errstate(over="ignore"):
-        # Below the folded range F is 0, above it 1: G's own mass out there, exactly.
-        outside = float(np.sum(w[x < lower] * (lower - x[x < lower])) + np.sum(w[x > upper] * (x[x > upper] - upper)))
     if upper <= lower:  # a range narrower than floating point: the law is a point
-        return float(np.sum(w * np.abs(x - lower)))
+        return 0.0
     cum = np.cumsum(w)
     crossings = ppf(target.law, cum[(cum > 0) & (cum < 1)])  # where F meets a level of G
     knots = np.unique(np.concatenate([np.linspace(lower, upper, GRID + 1), x[(x > lower) & (x < upper)], crossings]))
@@ -96,7 +110,7 @@ def law_w1(values: np.ndarray, masses: np.ndarray, target: Target) -> float:
     t = (a + b)[:, None] / 2 + (b - a)[:, None] / 2 * nodes[None, :]
     f = np.clip(target.law.cdf(t), 0.0, 1.0)
     inside = float(np.sum((b - a) / 2 * (np.abs(g[:, None] - f) @ weights)))
-    return outside + inside
+    return inside
 
 
 def discrete_w1(x: np.ndarray, w: np.ndarray, y: np.ndarray, v: np.ndarray) -> float:
@@ -110,27 +124,23 @@ def discrete_w1(x: np.ndarray, w: np.ndarray, y: np.ndarray, v: np.ndarray) -> f
 
 def mean_distance(x: np.ndarray, w: np.ndarray, y: float) -> float:
     """E_Q |X - y| for the discrete law (x, w) (w sums to 1)."""
-    with np.errstate(over="ignore"):
-        return float(np.sum(w * np.abs(x - y)))
+    return float(np.sum(w * np.abs(x - y)))
 
 
 def score_enumeration(target: Target, enum: Enumeration) -> dict[str, Any]:
     """One prompt's record (module docstring), JSON-ready."""
-    valid_values, valid_masses, violation = [], [], 0.0
+    valid_values, valid_masses, violation = [], [], float(enum.impossible_mass)
     for value, mass in zip(enum.values.tolist(), enum.masses.tolist(), strict=True):
         if in_support(value, target):
             valid_values.append(float(round(value)) if target.integer else value)
             valid_masses.append(mass)
         else:
             violation += mass
-    shift = 0.0  # Σ m w / 2 over resolved valid prefixes
+    shift = 0.0  # Σ m w / 2 over the resolved prefixes (all valid: the enumerator checked)
     for mid, width, mass in enum.resolved.tolist():
-        if in_support(mid, target):
-            valid_values.append(mid)
-            valid_masses.append(mass)
-            shift += mass * width / 2
-        else:
-            violation += mass
+        valid_values.append(mid)
+        valid_masses.append(mass)
+        shift += mass * width / 2
     x, w = _merge(np.array(valid_values, dtype=float), np.array(valid_masses, dtype=float))
     valid = float(w.sum())
     scale = iqr(target)
@@ -142,6 +152,7 @@ def score_enumeration(target: Target, enum: Enumeration) -> dict[str, Any]:
         "invalid_mass": float(enum.invalid_mass),
         "residual_mass": enum.residual_mass,
         "resolved_mass": enum.resolved_mass,
+        "impossible_mass": float(enum.impossible_mass),
         "decode_mismatch_mass": float(enum.decode_mismatch_mass),
         "distinct_values": int(x.size),
         "nodes": int(enum.nodes),
@@ -174,15 +185,14 @@ def _top(enum: Enumeration, k: int) -> list[tuple[float, float]]:
 
 
 def _residual_bound(x: np.ndarray, q: np.ndarray, valid: float, frontier: np.ndarray, target: Target) -> float:
-    """Σ r_i / (V + R) max_{y in I_i} E_Q|X - y|, each I_i (exponents included) clipped to the
-    folded range or Q's answers, whichever is wider (the stated assumption)."""
+    """Σ r_i / (V + R) max_{y in I_i} E_Q|X - y|, X and each I_i clipped to the window."""
     if frontier.size == 0:
         return 0.0
-    lower, upper = folded_range(target)
-    lo_clip, hi_clip = min(lower, float(x[0])), max(upper, float(x[-1]))
+    lower, upper = window(target)
+    x = np.clip(x, lower, upper)
     total = valid + float(frontier[:, 2].sum())
-    lo = np.clip(frontier[:, 0], lo_clip, hi_clip)
-    hi = np.clip(frontier[:, 1], lo_clip, hi_clip)
+    lo = np.clip(frontier[:, 0], lower, upper)
+    hi = np.clip(frontier[:, 1], lower, upper)
     worst = [max(mean_distance(x, q, a), mean_distance(x, q, b)) for a, b in zip(lo.tolist(), hi.tolist(), strict=True)]
     return float(np.dot(frontier[:, 2], worst) / total)
 

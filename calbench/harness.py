@@ -382,7 +382,7 @@ class LikelihoodTask(CalbenchTask):
         return likelihood_metrics.score_choices(target, space, lls[:-1], anchor=lls[-1])
 
 
-ENUMERATION_DEFAULTS = {"nodes": 2000, "residual": 0.01, "resolution": 0.01, "batch": 64}
+ENUMERATION_DEFAULTS = {"nodes": 2000, "residual": 0.01, "resolution": 0.01, "batch": 64, "refine": 0}
 
 
 def enumeration_settings(
@@ -391,12 +391,19 @@ def enumeration_settings(
     residual: float = ENUMERATION_DEFAULTS["residual"],
     resolution: float = ENUMERATION_DEFAULTS["resolution"],
     batch: float = ENUMERATION_DEFAULTS["batch"],
+    refine: float = ENUMERATION_DEFAULTS["refine"],
 ) -> dict[str, Any]:
-    """The enumeration request's settings for a prompt's law: the budget (``resolution`` in IQRs,
-    none for integer laws) and the support a resolved interval must not straddle."""
-    budget = {"nodes": int(nodes), "batch": int(batch), "residual": float(residual)}
-    budget["resolution"] = 0.0 if target.integer else resolution * iqr(target)
-    return {"budget": budget, "support": None if target.integer else target.support()}
+    """The enumeration request's settings for a prompt's law: the budget (``resolution`` in IQRs)
+    and the law's answer space (``answer_enumeration.AnswerSpace``: support, integer or not, and
+    the window the metrics clip values to)."""
+    budget = {"nodes": int(nodes), "batch": int(batch), "residual": float(residual), "refine": bool(refine)}
+    budget["resolution"] = resolution * iqr(target)
+    space = {
+        "support": list(target.support()),
+        "integer": bool(target.integer),
+        "window": list(enumeration_metrics.window(target)),
+    }
+    return {"budget": budget, "space": space}
 
 
 class EnumerationTask(CalbenchTask):
@@ -407,7 +414,8 @@ class EnumerationTask(CalbenchTask):
     settings (the distribution enumerated is that of its samples). ``--metadata`` sets the
     budget: ``calbench_enum_nodes`` (prefixes expanded, default 2000), ``calbench_enum_residual``
     (stop once the frontier holds at most this mass, 0.01) and ``calbench_enum_resolution``
-    (resolve prefixes narrower than this many IQRs, 0.01; integer laws are never resolved).
+    (resolve prefixes narrower than this many IQRs within the law's window, 0.01) and
+    ``calbench_enum_refine`` (1: spend the prefixes left over on resolved ones, 0 by default).
     """
 
     OVERALL = (*enumeration_metrics.METRICS, *(f"{m}_median" for m in enumeration_metrics.MEDIAN_METRICS))
@@ -418,7 +426,13 @@ class EnumerationTask(CalbenchTask):
     def _settings(self, target: Any) -> dict[str, Any]:
         metadata = self.config.metadata or {}
         values = {k: float(metadata.get(f"calbench_enum_{k}", v)) for k, v in ENUMERATION_DEFAULTS.items()}
-        if values["nodes"] < 1 or values["batch"] < 1 or not 0 <= values["residual"] <= 1 or values["resolution"] < 0:
+        if (
+            values["nodes"] < 1
+            or values["batch"] < 1
+            or not 0 <= values["residual"] <= 1
+            or values["resolution"] < 0
+            or values["refine"] not in (0, 1)
+        ):
             raise ValueError(f"{self.config.task}: bad enumeration settings {values}")
         return enumeration_settings(target, **values)
 

@@ -39,7 +39,7 @@ from lm_eval.models.huggingface import HFLM
 from lm_eval.models.utils import handle_stop_sequences, normalize_gen_kwargs, postprocess_generated_text
 from tqdm import tqdm
 
-from calbench.answer_enumeration import Budget, Enumeration, TokenTable, enumerate_answers
+from calbench.answer_enumeration import Budget, Enumeration, TokenTable, answer_space, enumerate_answers
 from calbench.likelihood_metrics import TokenLogprobs
 from calbench.policy import greedy_deviations, sampling_deviations
 from calbench.sampler import sample_many
@@ -241,7 +241,6 @@ class CalbenchHFLM(HFLM):
             prompt, _ = self.tok_batch_encode(
                 [context], left_truncate_len=self.max_length - max_gen_toks, truncation=self.truncation
             )
-            support = settings.get("support")
             out.append(
                 enumerate_answers(
                     self.model,
@@ -250,7 +249,7 @@ class CalbenchHFLM(HFLM):
                     max_gen_toks,
                     Budget(**settings["budget"]),
                     temperature,
-                    None if support is None else (float(support[0]), float(support[1])),
+                    answer_space(settings["space"]),
                     decode=partial(self._decode, until=until),
                 )
             )

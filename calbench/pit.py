@@ -93,12 +93,22 @@ def pit_w1_ks(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
 
 def pit_w1_weighted(a: np.ndarray, b: np.ndarray, weights: np.ndarray) -> float:
     """∫_0^1 |G(u) - u| du of PIT intervals with probability ``weights`` (summing to 1) instead
-    of one sample each: an enumerated answer distribution's exact PIT distance."""
+    of one sample each: an enumerated answer distribution's exact PIT distance. Equal intervals
+    are merged first; points (continuous laws) take one sort, not an intervals-by-knots matrix."""
     w = np.asarray(weights, dtype=float)
     if w.size == 0:
         return float("nan")
-    w1, _ = _distances(w[None, :] / w.sum(), np.asarray(a, dtype=float), np.asarray(b, dtype=float))
-    return float(w1[0])
+    pairs, inverse = np.unique(
+        np.stack([np.asarray(a, dtype=float), np.asarray(b, dtype=float)], 1), axis=0, return_inverse=True
+    )
+    w = np.bincount(inverse.reshape(-1), weights=w, minlength=len(pairs)) / w.sum()
+    lo, hi = pairs[:, 0], pairs[:, 1]
+    if np.any(hi > lo):
+        w1, _ = _distances(w[None, :], lo, hi)
+        return float(w1[0])
+    t = np.concatenate([[0.0], lo, [1.0]])  # sorted (np.unique), G constant between knots
+    g = np.concatenate([[0.0], np.cumsum(w)])  # G on [t_k, t_k+1)
+    return float(np.sum(_abs_integral(g - t[:-1], g - t[1:], np.diff(t))))
 
 
 def pit_w1(a: np.ndarray, b: np.ndarray) -> float:

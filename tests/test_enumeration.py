@@ -9,6 +9,7 @@ up to 4 tokens can be listed and decoded the way the sampler decodes it.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 
@@ -23,13 +24,15 @@ from calbench.answer_enumeration import (
     INT,
     LEAD,
     TRAIL,
+    AnswerSpace,
     Budget,
     TokenTable,
     advance,
+    answer_space,
     enumerate_answers,
     value_range,
 )
-from calbench.enumeration_metrics import discrete_w1, law_w1, score_enumeration, summarize
+from calbench.enumeration_metrics import discrete_w1, law_w1, score_enumeration, summarize, window
 from calbench.families import make_target
 from calbench.parse import NUMBER_RE, parse_number
 from calbench.space import canonical_space
@@ -129,23 +132,40 @@ def test_enumeration_equals_brute_force(micro, temperature, dtype):
     assert got.tokens_fed == len(prompt) + got.nodes - 1
 
 
+SPACES = {
+    "continuous": AnswerSpace((-9.0, 9.0), integer=False, window=(0.0, 2.0)),
+    "integer": AnswerSpace((0.0, math.inf), integer=True, window=(0.0, 5.0)),
+}
+
+
 def test_budget_and_resolution_keep_every_unit_of_mass(micro):
     model, tokenizer = micro
     prompt = [PIECES.index("x"), PIECES.index("Ċ")]
     full = enumerate_answers(model, prompt, table_of(tokenizer), CAP, Budget(nodes=10**6, residual=0.0))
     few = enumerate_answers(model, prompt, table_of(tokenizer), CAP, Budget(nodes=20, residual=0.0, batch=4))
-    coarse = enumerate_answers(
-        model, prompt, table_of(tokenizer), CAP, Budget(nodes=10**6, residual=0.0, resolution=0.5), support=(-9, 9)
-    )
-    for e in (full, few, coarse):
-        total = e.masses.sum() + e.invalid_mass + e.resolved_mass + e.residual_mass
+    coarse = {
+        name: enumerate_answers(
+            model,
+            prompt,
+            table_of(tokenizer),
+            CAP,
+            Budget(nodes=10**6, residual=0.0, resolution=0.5, refine=False),
+            space=space,
+        )
+        for name, space in SPACES.items()
+    }
+    for e in (full, few, *coarse.values()):
+        total = e.masses.sum() + e.invalid_mass + e.impossible_mass + e.resolved_mass + e.residual_mass
         assert total == pytest.approx(1.0, abs=1e-9)
     assert few.nodes == 20 and few.residual_mass > 0
-    assert coarse.resolved_mass > 0 and coarse.nodes < full.nodes
+    assert all(e.nodes < full.nodes for e in coarse.values())
+    assert coarse["continuous"].resolved_mass > 0 and coarse["continuous"].impossible_mass > 0  # "-12"
+    # "-1", "1.5": impossible for a law on 0, 1, 2, ...; an integer law's answers are never resolved
+    assert coarse["integer"].impossible_mass > 0 and coarse["integer"].resolved_mass == 0
     # what a budget or the resolution rule cuts is only ever the part below a cut prefix: every
     # answer and every invalid unit found before the cut is also in the full enumeration
     full_mass = dict(zip(full.values.tolist(), full.masses.tolist(), strict=True))
-    for e in (few, coarse):
+    for e in (few, *coarse.values()):
         assert e.invalid_mass <= full.invalid_mass + 1e-12
         for v, m in zip(e.values.tolist(), e.masses.tolist(), strict=True):
             assert m <= full_mass[v] + 1e-12
@@ -154,6 +174,75 @@ def test_budget_and_resolution_keep_every_unit_of_mass(micro):
     assert np.all(few.frontier[:, 0] <= few.frontier[:, 1])
     open_positive = few.frontier[(few.frontier[:, 0] >= 0) & (few.frontier[:, 0] < few.frontier[:, 1])]
     assert open_positive.size and np.all(open_positive[:, 1] == math.inf)  # only a finished number is a point
+
+
+@pytest.mark.parametrize("name", sorted(SPACES))
+def test_resolution_places_each_cut_answer_inside_its_interval(micro, name):
+    """Every answer of the full enumeration that the rule cut away is, clipped to the window,
+    inside a resolved interval (if possible) or counted impossible (if not), and no more mass
+    went to either than the full enumeration has below the cut prefixes. The rule speaks of
+    continuations without an exponent (".1e1" is 1), so here "e" leaves the language."""
+    model, tokenizer = micro
+    space = SPACES[name]
+    prompt = [PIECES.index("x"), PIECES.index("Ċ")]
+    table = table_of(tokenizer)
+    table = dataclasses.replace(table, candidates=table.candidates[table.candidates != PIECES.index("e")])
+    full = enumerate_answers(model, prompt, table, CAP, Budget(nodes=10**6, residual=0.0))
+    rule = Budget(nodes=10**6, residual=0.0, resolution=0.5, refine=False)
+    cut = enumerate_answers(model, prompt, table, CAP, rule, space=space)
+    kept = dict(zip(cut.values.tolist(), cut.masses.tolist(), strict=True))
+    intervals = [(mid - w / 2, mid + w / 2) for mid, w, _ in cut.resolved.tolist()]
+    assert all(hi - lo < 0.5 for lo, hi in intervals)
+    lost_possible = lost_impossible = 0.0
+    for v, m in zip(full.values.tolist(), full.masses.tolist(), strict=True):
+        lost = m - kept.get(v, 0.0)
+        if lost <= 1e-12:
+            continue
+        lo, hi = space.support
+        possible = lo <= v <= hi and (not space.integer or v == round(v))
+        if possible:
+            c = space.clip(v, v)[0]
+            assert any(a - 1e-12 <= c <= b + 1e-12 for a, b in intervals), (v, c, intervals)
+            lost_possible += lost
+        else:
+            lost_impossible += lost
+    # cut prefixes can also have ended invalid, so the rule's masses hold the lost answers and more
+    assert lost_possible <= cut.resolved_mass + 1e-12
+    assert lost_impossible <= cut.impossible_mass + 1e-12
+    assert cut.resolved_mass + cut.impossible_mass <= lost_possible + lost_impossible + full.invalid_mass + 1e-12
+
+
+@pytest.mark.parametrize("name", sorted(SPACES))
+def test_valid_mass_interval_holds_the_exact_valid_mass(micro, name):
+    """valid mass - resolved mass <= the exact valid mass <= valid mass + residual mass, with and
+    without refinement; refining spends nodes on resolved prefixes and only ever shrinks
+    their mass. (Without "e", as the rule speaks of continuations without an exponent.)"""
+    model, tokenizer = micro
+    space = SPACES[name]
+    prompt = [PIECES.index("x"), PIECES.index("Ċ")]
+    table = table_of(tokenizer)
+    table = dataclasses.replace(table, candidates=table.candidates[table.candidates != PIECES.index("e")])
+    full = enumerate_answers(model, prompt, table, CAP, Budget(nodes=10**6, residual=0.0))
+
+    def possible(v: float) -> bool:
+        lo, hi = space.support
+        return lo <= v <= hi and (not space.integer or v == round(v))
+
+    exact = sum(m for v, m in zip(full.values.tolist(), full.masses.tolist(), strict=True) if possible(v))
+    runs = {
+        refine: enumerate_answers(
+            model, prompt, table, CAP, Budget(nodes=10**6, residual=1e-4, resolution=0.5, refine=refine), space=space
+        )
+        for refine in (False, True)
+    }
+    for e in runs.values():
+        complete = sum(m for v, m in zip(e.values.tolist(), e.masses.tolist(), strict=True) if possible(v))
+        assert complete - 1e-12 <= exact <= complete + e.resolved_mass + e.residual_mass + 1e-12
+        total = e.masses.sum() + e.invalid_mass + e.impossible_mass + e.resolved_mass + e.residual_mass
+        assert total == pytest.approx(1.0, abs=1e-9)
+    if name == "continuous":  # (an integer law resolves nothing)
+        assert runs[True].resolved_mass <= min(1e-4, runs[False].resolved_mass) + 1e-12
+        assert runs[True].nodes > runs[False].nodes and runs[False].resolved_mass > 0
 
 
 @pytest.mark.parametrize(
@@ -198,16 +287,14 @@ def test_law_w1_against_scipy(family, params):
     target = make_target(family, params)
     rng = np.random.default_rng(1)
     space = canonical_space(target)
-    x = rng.choice(space.values, size=40)
-    w = rng.random(40)
-    from calbench.enumeration_metrics import folded_range
-
+    x = np.append(rng.choice(space.values, size=40), [-1e6, 1e30])  # answers far outside are clipped
+    w = rng.random(42)
+    lower, upper = window(target)
     if target.integer:
-        reference = stats.wasserstein_distance(x, space.values, w, space.masses)
+        reference = stats.wasserstein_distance(np.clip(x, lower, upper), space.values, w, space.masses)
     else:
-        lower, upper = folded_range(target)
         grid = np.clip(target.law.ppf((np.arange(400_000) + 0.5) / 400_000), lower, upper)
-        reference = stats.wasserstein_distance(x, grid, w)
+        reference = stats.wasserstein_distance(np.clip(x, lower, upper), grid, w)
     assert law_w1(x, w, target) == pytest.approx(reference, rel=2e-4, abs=1e-6)
 
 
@@ -237,22 +324,23 @@ def test_score_enumeration_classifies_and_bounds():
         masses=np.array([0.05, 0.4, 0.2, 0.05]),
         resolved=np.array([[0.305, 0.01, 0.1]]),
         frontier=np.array([[0.0, math.inf, 0.05]]),
-        invalid_mass=0.15,
+        invalid_mass=0.13,
+        impossible_mass=0.02,
     )
     r = score_enumeration(target, enum)
     assert r["valid_mass"] == pytest.approx(0.7)
-    assert r["support_violation_mass"] == pytest.approx(0.1)
+    assert r["support_violation_mass"] == pytest.approx(0.12)
     assert r["residual_mass"] == pytest.approx(0.05)
     q = np.array([0.25, 0.305, 0.5]), np.array([0.4, 0.1, 0.2]) / 0.7
     assert r["enum_w1"] == pytest.approx(law_w1(*q, target))
-    from calbench.enumeration_metrics import folded_range
-
-    reach = (0.0, max(folded_range(target)[1], 0.5))  # [0.1, 0.2) with exponents: (0, inf), clipped
-    worst = max(np.sum(q[1] * np.abs(q[0] - y)) for y in reach)
+    lower, upper = window(target)
+    assert 0 < lower < 0.25 and 0.5 < upper < 1
+    # [0, inf) (exponents included) clipped to the window: the worst point is one of its edges
+    worst = max(np.sum(q[1] * np.abs(q[0] - y)) for y in (lower, upper))
     assert r["enum_w1_bound"] == pytest.approx(0.1 * 0.01 / 2 / 0.7 + 0.05 / 0.75 * worst)
-    # the bound holds: the residual mass placed anywhere its prefix can reach (exponents
-    # included: all of [0, 1]; within the folded range or Q's answers, as assumed) moves W1 by less
-    for y in np.linspace(0.0, 0.5, 11):
+    # the bound holds, with no assumption on the residual: its mass placed anywhere at all
+    # (beyond the window it is clipped to the edge) moves W1 by less
+    for y in [-50.0, *np.linspace(0.0, 1.0, 21), 1e9]:
         moved = law_w1(np.append(q[0], y), np.append(q[1] * 0.7, 0.05), target)
         assert abs(moved - r["enum_w1"]) <= r["enum_w1_bound"] + 1e-12
     s = summarize([r, r | {"family": "gaussian"}])
@@ -276,8 +364,17 @@ EXACT = ["calbench_numeric_unseen_exact", "calbench_numeric_heldout_exact"]
 def test_references_answer_the_exact_tasks(task):
     from calbench import runner
 
-    oracle = runner.evaluate("calbench-oracle", [task], output_path=None)["results"][task]
+    oracle_run = runner.evaluate("calbench-oracle", [task], output_path=None)
+    oracle = oracle_run["results"][task]
     collapsed = runner.evaluate("calbench-collapsed", [task], output_path=None)["results"][task]
+    # each prompt's enum_w1 is the exact W1 of the law's canonical space (16,384 points) to the law
+    from calbench.space import DEFAULT_DECIMALS, HARD_MAX_BINS
+
+    for sample in oracle_run["samples"][task]:
+        record = sample["valid_mass"]
+        target = make_target(record["family"], record["params"])
+        space = canonical_space(target, DEFAULT_DECIMALS, HARD_MAX_BINS)
+        assert record["enum_w1"] == pytest.approx(law_w1(space.values, space.masses, target), rel=1e-9, abs=1e-15)
     for r in (oracle, collapsed):
         assert r["valid_mass,none"] == 1.0 and r["invalid_mass,none"] == 0.0 and r["residual_mass,none"] == 0.0
     # the oracle's canonical-space law is the law up to its discretisation; the mode is far from it
@@ -315,7 +412,8 @@ def test_exact_task_on_calbench_hf_matches_a_direct_enumeration(tiny_split):
         table = TokenTable.build(
             lambda t: tokenizer.decode(t, skip_special_tokens=True), len(tokenizer), [tokenizer.eos_token_id], anchor
         )
-        direct = enumerate_answers(model, ids, table, 32, Budget(**settings["budget"]), support=settings["support"])
+        space = answer_space(settings["space"])
+        direct = enumerate_answers(model, ids, table, 32, Budget(**settings["budget"]), space=space)
         again = score_enumeration(target, direct)
         assert again["valid_mass"] == pytest.approx(record["valid_mass"], abs=1e-6)
         assert again["invalid_mass"] == pytest.approx(record["invalid_mass"], abs=1e-6)
