@@ -25,7 +25,7 @@ from typing import Any
 
 from calbench import protocols, results_tables
 from calbench.families import FAMILIES, make_target
-from calbench.leaderboard.score import LIKELIHOOD_TASKS, NUMERIC_SPLITS, SAMPLING_TASKS, sampling_protocol
+from calbench.leaderboard.score import EXACT_TASKS, LIKELIHOOD_TASKS, NUMERIC_SPLITS, SAMPLING_TASKS, sampling_protocol
 from calbench.parse import classify
 from calbench.policy import GREEDY_TASKS, PURE_SAMPLING, active_generation_config, decoding_deviations
 from calbench.stats import Estimate
@@ -378,10 +378,12 @@ def check_name(name: object) -> str:
 # Ranges of stored values: shares in [0, 1]; distances, sizes and divergences at least 0.
 SHARES = ("valid_rate", "support_violation_rate", "gof_pass_rate", "ks_at_n", "parse_rate", "parse_rate_lenient",
           "top_answer_share", "freq_A", "freq_B", "freq_C", "freq_D", "canonical_mass", "exact_strict",
-          "exact_flexible", "strict_acc", "loose_acc", "acc")  # fmt: skip
+          "exact_flexible", "strict_acc", "loose_acc", "acc", "valid_mass", "support_violation_mass",
+          "invalid_mass", "residual_mass")  # fmt: skip
 NON_NEGATIVE = ("w1", "w1_iqr", "pit_w1", "pit_ks", "exact_w1", "exact_w1_iqr", "logit_kl", "tv_distance",
                 "tv_distance_lenient",
-                "unique_answers", "answer_entropy", "distinct_lite", "chi2")  # fmt: skip
+                "unique_answers", "answer_entropy", "distinct_lite", "chi2", "enum_w1", "enum_w1_iqr",
+                "enum_w1_iqr_bound", "enum_pit_w1")  # fmt: skip
 SLACK = 1e-9  # rounding: an exact KL of -1e-17, a mass of 1 + 1e-12
 
 
@@ -455,13 +457,13 @@ def _validate_task(field: str, task: str, entry: Any) -> None:
         _check_pair(f"{field}.overall.{metric}", pair)
     families = entry.get("families")
     if families is None:
-        if task in (*SAMPLING_TASKS.values(), *LIKELIHOOD_TASKS.values()):
+        if task in (*SAMPLING_TASKS.values(), *LIKELIHOOD_TASKS.values(), *EXACT_TASKS.values()):
             raise _problem(f"{field}.families", "missing: a numeric task reports every family")
         return
     if not isinstance(families, dict):
         raise _problem(f"{field}.families", "must be an object of families")
     for split in NUMERIC_SPLITS:
-        if task in (SAMPLING_TASKS[split], LIKELIHOOD_TASKS[split]):
+        if task in (SAMPLING_TASKS[split], LIKELIHOOD_TASKS[split], EXACT_TASKS[split]):
             expected = {f for f, fam in FAMILIES.items() if fam.eval_split == split}
             if set(families) != expected:
                 missing, extra = sorted(expected - set(families)), sorted(set(families) - expected)

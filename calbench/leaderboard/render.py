@@ -18,6 +18,7 @@ from tabulate import tabulate
 from calbench.leaderboard import plots
 from calbench.leaderboard.records import RefusedRunError, atomic_write, load_records
 from calbench.leaderboard.score import (
+    EXACT_TASKS,
     LIKELIHOOD_TASKS,
     SAMPLING_TASKS,
     TIERS,
@@ -90,8 +91,11 @@ def _table(
 def _split_columns(split: str) -> list[Column]:
     sampling = ("w1_iqr", "excess_w1_iqr", "excess_w1_iqr_median", "valid_rate", "gof_pass_rate")
     likelihood = ("seq_kl", "canonical_mass", "exact_w1_iqr", "logit_kl")
-    return [_task_column(m, SAMPLING_TASKS[split], m) for m in sampling] + [
-        _task_column(m, LIKELIHOOD_TASKS[split], m) for m in likelihood
+    enumerated = ("valid_mass", "enum_w1_iqr_median", "enum_w1_iqr_bound", "enum_pit_w1")
+    return [
+        *(_task_column(m, SAMPLING_TASKS[split], m) for m in sampling),
+        *(_task_column(m, LIKELIHOOD_TASKS[split], m) for m in likelihood),
+        *(_task_column(f"sample-free {m}", EXACT_TASKS[split], m) for m in enumerated),
     ]
 
 

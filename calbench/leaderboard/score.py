@@ -45,6 +45,7 @@ from calbench.stats import UNDEFINED, Z95, Estimate, quadrature_mean, rate
 NUMERIC_SPLITS = ("unseen", "heldout")
 SAMPLING_TASKS = {s: f"calbench_numeric_{s}" for s in NUMERIC_SPLITS}
 LIKELIHOOD_TASKS = {s: f"calbench_numeric_{s}_likelihood" for s in NUMERIC_SPLITS}
+EXACT_TASKS = {s: f"calbench_numeric_{s}_exact" for s in NUMERIC_SPLITS}  # sample-free (enumerated)
 TIERS = {1: "I", 2: "II", 3: "III"}
 SAMPLING_SETS = (*NUMERIC_SPLITS, "quick")  # the numeric sampling tasks: each split, and the quick selection
 

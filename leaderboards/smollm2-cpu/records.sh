@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Run records for SmolLM2-135M-Instruct base, soft and hard (after run.sh, transfer.sh,
-# run_1000.sh and offline.sh), the adapters' model cards, and the rendered leaderboard. The
+# run_1000.sh, offline.sh and exact.sh), the adapters' model cards, and the rendered leaderboard. The
 # numeric sampling tasks come from run_1000.sh (1000 samples per prompt for the adapters, 200
 # for the base model); the likelihood, open-ended and MCQ tasks from run.sh and transfer.sh;
-# the offline retention suite and NoveltyBench-lite from offline.sh (those of its runs that exist).
+# the offline retention suite and NoveltyBench-lite from offline.sh (those of its runs that exist);
+# the sample-free tasks from exact.sh.
 #
 #   bash leaderboards/smollm2-cpu/records.sh        # from the repository root
 set -euo pipefail
@@ -16,9 +17,10 @@ for system in base soft hard; do
   # run.sh's 50-sample sampling runs are superseded by run_1000.sh's: leave them out.
   mapfile -t others < <(grep -L '"calbench_numeric_unseen":' "$HERE"/results/$system/*/results_*.json)
   offline=("$HERE"/results_offline/$system/*/results_*.json)
+  exact=("$HERE"/results_exact/$system/*/results_*.json)
   calbench leaderboard add "smollm2-135m-instruct-$system" --type "$type" "${drift[@]}" \
-    --command "bash $HERE/run.sh && bash $HERE/transfer.sh && bash $HERE/run_1000.sh && bash $HERE/offline.sh   # system: $system" \
-    "$sampling"/*/results_*.json "${others[@]}" "${offline[@]}"
+    --command "bash $HERE/run.sh && bash $HERE/transfer.sh && bash $HERE/run_1000.sh && bash $HERE/offline.sh && bash $HERE/exact.sh   # system: $system" \
+    "$sampling"/*/results_*.json "${others[@]}" "${offline[@]}" "${exact[@]}"
 done
 for method in soft hard; do
   calbench leaderboard card "$HERE/adapters/$method" "smollm2-135m-instruct-$method" smollm2-135m-instruct-base
