@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -235,3 +236,85 @@ def test_bad_flags_are_refused(capsys):
 def test_module_entry_point():
     done = subprocess.run([sys.executable, "-m", "calbench.training", "--help"], capture_output=True, text=True)
     assert done.returncode == 0 and "--soft-paths" in done.stdout
+
+
+# ---- retention-aware training: the KL(base || tuned) term -----------------------------------
+
+
+def test_retain_texts_are_not_the_evaluated_items():
+    from calbench.retention import arithmetic_items, arithmetic_prompt, format_items
+    from calbench.training.retain import retain_prompts
+
+    texts = retain_prompts()
+    evaluated = {arithmetic_prompt(i["question"]) for i in arithmetic_items()} | {i["prompt"] for i in format_items()}
+    assert 60 <= len(texts) <= 76 and len(set(texts)) == len(texts)
+    assert not set(texts) & evaluated
+
+
+def test_retain_term_is_zero_for_a_fresh_adapter(tiny_split, tmp_path):
+    from calbench.training.retain import retain_kl
+
+    trainer, _ = build(config(tiny_split, tmp_path, retain_weight=1.0, retain_batch=3))
+    batch = trainer.retain.batch(0, 3)
+    assert batch["trained"].any(dim=1).all()  # every text has trained positions
+    kl = retain_kl(trainer.model, batch["input_ids"], batch["attention_mask"], batch["trained"])
+    assert kl.item() == 0.0
+
+
+def test_retain_term_equals_a_brute_force_kl(tiny_split, tmp_path):
+    """With a nonzero adapter: the term equals Σ_v p log(p / q) written out in float64 against a
+    separately loaded base model and the merged tuned one, averaged over the trained positions."""
+    import copy
+
+    from transformers import AutoModelForCausalLM
+
+    from calbench.training.retain import retain_kl
+
+    trainer, _ = build(config(tiny_split, tmp_path, retain_weight=1.0, retain_batch=3))
+    model = trainer.model.eval()
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.5)
+    batch = trainer.retain.batch(5, 3)
+    got = retain_kl(model, batch["input_ids"], batch["attention_mask"], batch["trained"]).item()
+    base = AutoModelForCausalLM.from_pretrained(tiny_split, dtype=torch.float64).eval()
+    tuned = copy.deepcopy(model).merge_and_unload().double().eval()
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for r in range(3):
+            n = int(batch["attention_mask"][r].sum())
+            ids = batch["input_ids"][r : r + 1, :n]
+            p = torch.softmax(base(ids).logits[0], -1)
+            q = torch.softmax(tuned(ids).logits[0], -1)
+            for t in torch.nonzero(batch["trained"][r]).flatten().tolist():
+                total += sum(float(p[t, v] * math.log(p[t, v] / q[t, v])) for v in range(p.shape[1]))
+                count += 1
+    assert got > 1e-3
+    assert got == pytest.approx(total / count, rel=1e-4)
+
+
+def test_retain_batches_follow_the_step_not_the_call(tiny_split, tmp_path):
+    """A resumed run restarts at an optimizer step: the retain batch it draws there is the one the
+    straight run drew (the index is step x accumulation + forward within the step)."""
+    trainer, _ = build(config(tiny_split, tmp_path, retain_weight=0.5, retain_batch=2))
+    original, seen = trainer.retain.batch, []
+
+    def spy(index, size):
+        seen.append(index)
+        return original(index, size)
+
+    trainer.retain.batch = spy
+    trainer._retain_term(trainer.model)
+    trainer.state.global_step = 7
+    trainer._retain_term(trainer.model)
+    trainer._retain_term(trainer.model)
+    accumulation = trainer.args.gradient_accumulation_steps
+    assert accumulation == 2 and seen == [0, 7 * accumulation, 7 * accumulation + 1]
+
+
+def test_a_run_with_the_retain_term_trains_and_records_it(tiny_split, tmp_path):
+    adapter = run(config(tiny_split, tmp_path, method="hard", max_steps=2, retain_weight=0.5, retain_batch=2))
+    summary = json.loads((adapter / "calbench_train.json").read_text())
+    assert summary["config"]["retain_weight"] == 0.5 and summary["config"]["retain_batch"] == 2

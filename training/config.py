@@ -61,6 +61,12 @@ class TrainConfig:
     warmup_ratio: float = _flag("share of steps spent warming up the cosine schedule", default=0.03)
     max_grad_norm: float = _flag("gradient clipping (the paper clipped nothing)", default=1.0)
     tau: float = _flag("soft targets: temperature of the model's softmax", default=1.0)
+    retain_weight: float = _flag(
+        "retention-aware training: weight of a KL(base || tuned) term on generic text with the base model's own "
+        "answers (training/retain.py); 0 turns it off",
+        default=0.0,
+    )
+    retain_batch: int = _flag("retain texts per forward when --retain-weight is on", default=4)
     lora_r: int = _flag("LoRA rank", default=16)
     lora_alpha: int = _flag("LoRA alpha", default=32)
     lora_dropout: float = _flag("LoRA dropout", default=0.05)
@@ -116,7 +122,15 @@ class TrainConfig:
 
         need(self.method in ("soft", "hard"), "method", "must be soft or hard")
         need(self.soft_paths in ("sample", "all"), "soft_paths", "must be sample or all")
-        for name in ("batch_size", "effective_batch", "lora_r", "save_steps", "logging_steps", "trie_row_nodes"):
+        for name in (
+            "batch_size",
+            "effective_batch",
+            "lora_r",
+            "save_steps",
+            "logging_steps",
+            "trie_row_nodes",
+            "retain_batch",
+        ):
             need(getattr(self, name) >= 1, name, "must be a positive integer")
         need(self.decimals >= 0, "decimals", "must be 0 or more")
         for name in ("max_bins", "epochs", "samples_per_prompt", "prompts"):
@@ -129,6 +143,7 @@ class TrainConfig:
         need(finite(self.max_grad_norm) and self.max_grad_norm >= 0, "max_grad_norm", "must be 0 (off) or more")
         need(finite(self.warmup_ratio) and 0 <= self.warmup_ratio < 1, "warmup_ratio", "must lie in [0, 1)")
         need(finite(self.tau) and self.tau > 0, "tau", "must be a positive temperature")
+        need(finite(self.retain_weight) and self.retain_weight >= 0, "retain_weight", "must be 0 (off) or more")
         need(finite(self.lora_alpha) and self.lora_alpha > 0, "lora_alpha", "must be positive")
         need(finite(self.lora_dropout) and 0 <= self.lora_dropout < 1, "lora_dropout", "must lie in [0, 1)")
         need(bool(self.target_modules), "target_modules", "name at least one module")

@@ -26,6 +26,7 @@ from calbench.training import card, run_folder
 from calbench.training.config import TrainConfig
 from calbench.training.data import FullTrieCollator, HardCollator, SoftPathCollator, TrainingSet
 from calbench.training.losses import hard_ce, soft_kl
+from calbench.training.retain import RetainSet, retain_kl
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -35,10 +36,21 @@ class NonFiniteLossError(FloatingPointError):
 class CalibrationTrainer(Trainer):
     """``Trainer`` with calbench's losses; the data order is the TrainingSet's own."""
 
-    def __init__(self, *args: Any, method: str, tau: float, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        method: str,
+        tau: float,
+        retain: RetainSet | None = None,
+        retain_weight: float = 0.0,
+        retain_batch: int = 4,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.method = method
         self.tau = tau
+        self.retain, self.retain_weight, self.retain_batch = retain, retain_weight, retain_batch
+        self._retain_at = (-1, 0)  # (optimizer step, forwards within it): which retain batch is next
         self.tokens_seen = 0
         self.progress = RunProgress(self)  # the run's tokens and time so far, across segments
         self.add_callback(self.progress)
@@ -66,12 +78,29 @@ class CalibrationTrainer(Trainer):
         else:
             rows = out.logits.reshape(-1, out.logits.shape[-1]).index_select(0, inputs["row_index"])
             loss = soft_kl(rows, inputs["child_ids"], inputs["child_q"], inputs["row_weights"], tau=self.tau)
+        if self.retain is not None and self.retain_weight > 0:
+            loss = loss + self.retain_weight * self._retain_term(model)
         if not torch.isfinite(loss.detach()):
             raise NonFiniteLossError(
                 f"the training loss is {float(loss.detach())} at step {self.state.global_step + 1}: stopping (the checkpoints "
                 "written so far are kept); a lower --lr or --max-grad-norm usually helps"
             )
         return (loss, out) if return_outputs else loss
+
+    def _retain_term(self, model: Any) -> torch.Tensor:
+        """KL(base ‖ tuned) on the next retain batch, chosen by the optimizer step, the forward
+        within it and the process (so a resumed run, which restarts at a step, draws the same)."""
+        assert self.retain is not None
+        step = self.state.global_step
+        forward = self._retain_at[1] if self._retain_at[0] == step else 0
+        self._retain_at = (step, forward + 1)
+        index = (
+            step * self.args.gradient_accumulation_steps + forward
+        ) * self.args.world_size + self.args.process_index
+        batch = {k: v.to(self.args.device) for k, v in self.retain.batch(index, self.retain_batch).items()}
+        self.tokens_seen += int(batch["input_ids"].numel())
+        inner = self.accelerator.unwrap_model(model)
+        return retain_kl(model, batch["input_ids"], batch["attention_mask"], batch["trained"], peft_model=inner)
 
 
 class RunProgress(TrainerCallback):
@@ -139,6 +168,10 @@ def build(config: TrainConfig) -> tuple[CalibrationTrainer, TrainingSet]:
         task_type="CAUSAL_LM",
     )
     model = get_peft_model(model, lora, autocast_adapter_dtype=True)
+    retain = None
+    if config.retain_weight > 0:  # the base model's answers, before any step (the adapter starts at 0)
+        retain = RetainSet(tokenizer, chat, config.seed)
+        retain.prepare(model.to("cuda") if cuda else model)
     max_bins, epochs, repeats = config.sizes()
     data = TrainingSet(tokenizer, chat, repeats, epochs, config.seed, config.prompts)
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -182,6 +215,9 @@ def build(config: TrainConfig) -> tuple[CalibrationTrainer, TrainingSet]:
         data_collator=collator,
         method=config.method,
         tau=config.tau,
+        retain=retain,
+        retain_weight=config.retain_weight,
+        retain_batch=config.retain_batch,
     )
     return trainer, data
 
