@@ -176,18 +176,29 @@ def test_budget_and_resolution_keep_every_unit_of_mass(micro):
     assert open_positive.size and np.all(open_positive[:, 1] == math.inf)  # only a finished number is a point
 
 
+def without_exponents(micro):
+    """The micro model, a prompt, its token table with "e" out of the language, and the full
+    enumeration (the resolution rule speaks of continuations without an exponent)."""
+    model, tokenizer = micro
+    prompt = [PIECES.index("x"), PIECES.index("Ċ")]
+    table = table_of(tokenizer)
+    table = dataclasses.replace(table, candidates=table.candidates[table.candidates != PIECES.index("e")])
+    return model, prompt, table, enumerate_answers(model, prompt, table, CAP, Budget(nodes=10**6, residual=0.0))
+
+
+def possible(space: AnswerSpace, v: float) -> bool:
+    lo, hi = space.support
+    return lo <= v <= hi and (not space.integer or v == round(v))
+
+
 @pytest.mark.parametrize("name", sorted(SPACES))
 def test_resolution_places_each_cut_answer_inside_its_interval(micro, name):
     """Every answer of the full enumeration that the rule cut away is, clipped to the window,
     inside a resolved interval (if possible) or counted impossible (if not), and no more mass
     went to either than the full enumeration has below the cut prefixes. The rule speaks of
     continuations without an exponent (".1e1" is 1), so here "e" leaves the language."""
-    model, tokenizer = micro
     space = SPACES[name]
-    prompt = [PIECES.index("x"), PIECES.index("Ċ")]
-    table = table_of(tokenizer)
-    table = dataclasses.replace(table, candidates=table.candidates[table.candidates != PIECES.index("e")])
-    full = enumerate_answers(model, prompt, table, CAP, Budget(nodes=10**6, residual=0.0))
+    model, prompt, table, full = without_exponents(micro)
     rule = Budget(nodes=10**6, residual=0.0, resolution=0.5, refine=False)
     cut = enumerate_answers(model, prompt, table, CAP, rule, space=space)
     kept = dict(zip(cut.values.tolist(), cut.masses.tolist(), strict=True))
@@ -198,9 +209,7 @@ def test_resolution_places_each_cut_answer_inside_its_interval(micro, name):
         lost = m - kept.get(v, 0.0)
         if lost <= 1e-12:
             continue
-        lo, hi = space.support
-        possible = lo <= v <= hi and (not space.integer or v == round(v))
-        if possible:
+        if possible(space, v):
             c = space.clip(v, v)[0]
             assert any(a - 1e-12 <= c <= b + 1e-12 for a, b in intervals), (v, c, intervals)
             lost_possible += lost
@@ -217,18 +226,10 @@ def test_valid_mass_interval_holds_the_exact_valid_mass(micro, name):
     """valid mass - resolved mass <= the exact valid mass <= valid mass + residual mass, with and
     without refinement; refining spends nodes on resolved prefixes and only ever shrinks
     their mass. (Without "e", as the rule speaks of continuations without an exponent.)"""
-    model, tokenizer = micro
     space = SPACES[name]
-    prompt = [PIECES.index("x"), PIECES.index("Ċ")]
-    table = table_of(tokenizer)
-    table = dataclasses.replace(table, candidates=table.candidates[table.candidates != PIECES.index("e")])
-    full = enumerate_answers(model, prompt, table, CAP, Budget(nodes=10**6, residual=0.0))
+    model, prompt, table, full = without_exponents(micro)
 
-    def possible(v: float) -> bool:
-        lo, hi = space.support
-        return lo <= v <= hi and (not space.integer or v == round(v))
-
-    exact = sum(m for v, m in zip(full.values.tolist(), full.masses.tolist(), strict=True) if possible(v))
+    exact = sum(m for v, m in zip(full.values.tolist(), full.masses.tolist(), strict=True) if possible(space, v))
     runs = {
         refine: enumerate_answers(
             model, prompt, table, CAP, Budget(nodes=10**6, residual=1e-4, resolution=0.5, refine=refine), space=space
@@ -236,7 +237,7 @@ def test_valid_mass_interval_holds_the_exact_valid_mass(micro, name):
         for refine in (False, True)
     }
     for e in runs.values():
-        complete = sum(m for v, m in zip(e.values.tolist(), e.masses.tolist(), strict=True) if possible(v))
+        complete = sum(m for v, m in zip(e.values.tolist(), e.masses.tolist(), strict=True) if possible(space, v))
         assert complete - 1e-12 <= exact <= complete + e.resolved_mass + e.residual_mass + 1e-12
         total = e.masses.sum() + e.invalid_mass + e.impossible_mass + e.resolved_mass + e.residual_mass
         assert total == pytest.approx(1.0, abs=1e-9)
