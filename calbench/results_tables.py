@@ -22,6 +22,7 @@ from calbench.stats import Z95, Estimate
 
 SAMPLING_METRICS = ("w1", "w1_iqr", "excess_w1", "excess_w1_iqr", "valid_rate")
 LIKELIHOOD_METRICS = ("seq_kl", "canonical_mass", "exact_w1_iqr", "logit_kl")
+ENUMERATION_METRICS = ("valid_mass", "enum_w1_iqr", "enum_w1_iqr_bound", "enum_pit_w1", "residual_mass")
 
 
 def fmt(e: Estimate) -> str:
@@ -46,8 +47,10 @@ def _get(results: Mapping[str, Any], key: str, flt: str) -> Estimate:
 
 
 def metrics_of(task_results: Mapping[str, Any]) -> tuple[str, ...]:
-    """The table columns for a calbench task's results (sampling or likelihood)."""
-    return SAMPLING_METRICS if "w1_iqr,samples" in task_results else LIKELIHOOD_METRICS
+    """The table columns for a calbench task's results (sampling, sample-free or likelihood)."""
+    if "w1_iqr,samples" in task_results:
+        return SAMPLING_METRICS
+    return ENUMERATION_METRICS if any(k.startswith("enum_w1_iqr,") for k in task_results) else LIKELIHOOD_METRICS
 
 
 def read_task(
