@@ -4,9 +4,10 @@ On SmolLM2-135M-Instruct with LoRA (r=16 on q,k,v,o), measured side by side in o
 
 1. a soft-target step (one sampled path per example) against a hard-target step at the
    same batch: collation, forward, backward; the issue asks for at most 1.15x;
-2. a full-trie step (one prompt's whole trie packed after it, tree attention) against a
-   plain causal forward and backward over as many tokens (prompt plus trie nodes), in
-   rows of 64 tokens; the issue asks for at most 1.5x.
+2. a full-trie step (one prompt's whole trie: the prompt computed once, the trie's nodes in
+   sub-trie rows after its cache, tree attention) against a plain causal forward and
+   backward over as many tokens (prompt plus trie nodes), in rows of 64 tokens; the issue
+   asks for at most 1.2x.
 
 Each time is the median of ``--repeats`` steps after one warm-up. Ends with
 ``speedup <hard/soft>``, the soft step's speed relative to the hard step.
@@ -29,7 +30,8 @@ from calbench.training.trainer import build
 
 
 def step_time(trainer, collator, examples, repeats: int) -> tuple[float, int]:  # type: ignore[no-untyped-def]
-    """Median seconds of collate + forward + backward on one batch, and its input tokens (with padding)."""
+    """Median seconds of collate + forward + backward on one batch, and its input tokens (with padding;
+    the full trie's prompts included)."""
     model = trainer.model
     times = []
     batch = examples[: trainer.args.per_device_train_batch_size]
@@ -41,7 +43,8 @@ def step_time(trainer, collator, examples, repeats: int) -> tuple[float, int]:  
         model.zero_grad(set_to_none=True)
         if r:  # the first step warms up
             times.append(time.perf_counter() - start)
-    return statistics.median(times), int(inputs["input_ids"].numel())
+    fed = int(inputs["input_ids"].numel()) + int(inputs["prompt_ids"].numel() if "prompt_ids" in inputs else 0)
+    return statistics.median(times), fed
 
 
 def trie_tokens(data, example, decimals: int, max_bins: int) -> int:  # type: ignore[no-untyped-def]
@@ -97,8 +100,8 @@ def main() -> None:
     print(f"{args.model}, LoRA r=16 q,k,v,o, batch {args.batch}, CPU fp32 (median of {args.repeats} steps)")
     print(f"  hard step: {hard:6.2f} s  ({tokens} input tokens incl. padding)")
     print(f"  soft step: {soft:6.2f} s  -> soft / hard = {soft / hard:.2f}x (target <= 1.15)")
-    print(f"  full-trie step: {trie:6.2f} s over {fed} tokens (prompt + trie nodes; {packed} in sub-trie rows)")
-    print(f"  plain fwd+bwd over {fed} tokens (rows of 64): {plain:6.2f} s -> {trie / plain:.2f}x (target <= 1.5)")
+    print(f"  full-trie step: {trie:6.2f} s over {fed} tokens (prompt + trie nodes; {packed} fed with padding)")
+    print(f"  plain fwd+bwd over {fed} tokens (rows of 64): {plain:6.2f} s -> {trie / plain:.2f}x (target <= 1.2)")
     print(f"speedup {hard / soft:.2f}")
 
 

@@ -101,6 +101,38 @@ def test_full_trie_rows_give_the_same_gradient(tiny_split, tmp_path):
     torch.testing.assert_close(grads[1], grads[0], rtol=1e-4, atol=1e-7)
 
 
+def test_full_trie_gradient_equals_the_brute_force_expected_path_loss(tiny_split, tmp_path):
+    """The prompt computed once, its rows after its cache, in one graph: the gradient is that of
+    Σ_s P_Y(s) · path loss(s) written out with one plain forward per string."""
+    trainer, data = build(config(tiny_split, tmp_path, method="soft", soft_paths="all", max_bins=40, decimals=2))
+    model = trainer.model.eval()
+    prompt = 5
+    trie = data.trie(prompt, 2, 40)
+    model.zero_grad(set_to_none=True)
+    trainer.compute_loss(model, FullTrieCollator(data, 2, 40, row_nodes=7)([Example(prompt, 0)])).backward()
+    fast = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+    model.zero_grad(set_to_none=True)
+    q = trie.q()
+    n_prompt = len(data.prompt_ids[prompt])
+    total = torch.zeros(())
+    for s, weight in enumerate(trie.mass[trie.ends] / trie.mass[0]):
+        path = trie.string_nodes()[s]
+        path = path[path >= 0]
+        ids = data.prompt_ids[prompt] + trie.tokens[path[:-1]].tolist()
+        logp = torch.log_softmax(model(torch.tensor([ids])).logits[0, n_prompt - 1 :].float(), dim=-1)
+        for k, node in enumerate([0, *path[:-1].tolist()]):
+            kids = trie.children(node)
+            qk = torch.from_numpy(np.clip(q[kids], 1e-8, None) / np.clip(q[kids], 1e-8, None).sum()).float()
+            total = (
+                total
+                + weight * torch.sum(qk * (torch.log(qk) - logp[k, torch.from_numpy(trie.tokens[kids])])) / path.size
+            )
+    total.backward()
+    brute = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+    assert fast.abs().max() > 0
+    torch.testing.assert_close(fast, brute, rtol=1e-4, atol=1e-7)
+
+
 def test_gradient_vanishes_at_the_target():
     # Logits equal to log q on the children (and -inf-like elsewhere): the model is the target.
     q = torch.tensor([[0.5, 0.3, 0.2], [0.9, 0.1, 0.0]])

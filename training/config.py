@@ -40,8 +40,8 @@ class TrainConfig:
         default="sample",
     )
     trie_row_nodes: int = _flag(
-        "soft-paths all: trie nodes per packed row (a row is the prompt plus a sub-trie; smaller rows make "
-        "tree attention cheaper and repeat the prompt more often)",
+        "soft-paths all: trie nodes per packed row (a sub-trie after its prompt, computed once; smaller rows "
+        "make tree attention cheaper and repeat more shared ancestors)",
         default=256,
     )
     decimals: int = _flag("decimals of the canonical answers", default=5)

@@ -149,15 +149,18 @@ class SoftPathCollator:
 
 @dataclass
 class FullTrieCollator:
-    """Every inner trie node of each example's prompt, packed into rows of about ``row_nodes`` nodes.
+    """Every inner trie node of each example's prompt, packed into rows of about ``row_nodes``
+    nodes that all attend to their example's prompt, computed once.
 
-    A row is the prompt followed by the nodes on the paths of a run of consecutive
-    strings (a sub-trie), each node at position prompt + depth and attending to the
-    prompt and its ancestors only. A node's next-token distribution depends on nothing
-    else, so it is trained in the first row that holds it, with its children in the
-    whole trie as targets. Rows keep tree attention cheap: a row of n nodes costs
-    (prompt + n)² attention instead of the whole trie's (prompt + N)²; the price is the
-    prompt and a few shared ancestors repeated per row.
+    The batch holds the prompts (left-padded, one row per example) and the rows: the nodes on
+    the paths of a run of consecutive strings (a sub-trie), each at position prompt + depth and
+    attending to its prompt's keys and values and to its ancestors only. The trainer computes
+    the prompts first and feeds the rows after their prompt's cache, in one autograd graph, so
+    the gradient reaches the prompt positions exactly as in one long sequence, and no prompt
+    token is fed twice. A node's next-token distribution depends on nothing else, so it is
+    trained in the first row that holds it, with its children in the whole trie as targets;
+    the root at its prompt's last token. Rows keep tree attention cheap: a row of n nodes
+    costs n (prompt + n) attention; the price is a few shared ancestors repeated per row.
     """
 
     data: TrainingSet
@@ -166,50 +169,50 @@ class FullTrieCollator:
     row_nodes: int = 256
 
     def __call__(self, batch: list[Example]) -> dict[str, Any]:
-        rows: list[tuple[list[int], list[int], np.ndarray]] = []  # (ids, positions, tree mask of the nodes)
-        losses: list[list[int]] = []  # trained positions of each row
+        prompts = [self.data.prompt_ids[ex.prompt] for ex in batch]
+        rows: list[tuple[int, list[int], list[int], np.ndarray]] = []  # (example, ids, positions, tree mask)
+        trained: list[tuple[int, list[int]]] = []  # (row, node columns trained there; -1: the prompt's root)
         child_ids, child_q, weights = [], [], []
-        for ex in batch:
+        for e, ex in enumerate(batch):
             trie = self.data.trie(ex.prompt, self.decimals, self.max_bins)
-            prompt = self.data.prompt_ids[ex.prompt]
             w = node_weights(trie) / len(batch)
             for nodes, owned in _sub_tries(trie, self.row_nodes):
                 column = np.full(trie.n_nodes, -1, dtype=np.int64)
                 column[nodes] = np.arange(nodes.size)
                 tree = np.zeros((nodes.size, nodes.size), dtype=bool)  # node i sees itself and its ancestors
                 trie.mark_paths(nodes, column, tree)
-                rows.append(
-                    (
-                        prompt + trie.tokens[nodes].tolist(),
-                        list(range(len(prompt))) + (len(prompt) - 1 + trie.depth[nodes]).tolist(),
-                        tree,
-                    )
-                )
-                # The root is trained at the prompt's last token, node k of the row at prompt + k.
-                losses.append(np.where(owned == 0, len(prompt) - 1, len(prompt) + column[owned]).tolist())
+                positions = (len(prompts[e]) - 1 + trie.depth[nodes]).tolist()
+                rows.append((e, trie.tokens[nodes].tolist(), positions, tree))
+                trained.append((len(rows) - 1, np.where(owned == 0, -1, column[owned]).tolist()))
                 ids, q = children_targets(trie, owned)
                 child_ids.append(ids)
                 child_q.append(q)
                 weights.append(w[owned])
-        width = max(len(ids) for ids, _, _ in rows)
-        keep = max(len(ids) - pos[0] for (ids, _, _), pos in zip(rows, losses, strict=True))
-        input_ids = torch.full((len(rows), width), self.data.tokenizer.pad_token_id or 0, dtype=torch.long)
-        position_ids = torch.zeros((len(rows), width), dtype=torch.long)
-        allowed = np.zeros((len(rows), 1, width, width), dtype=bool)
-        diagonal = np.arange(width)
+        pad = self.data.tokenizer.pad_token_id or 0
+        width = max(len(p) for p in prompts)
+        prompt_ids = torch.full((len(batch), width), pad, dtype=torch.long)
+        prompt_mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for e, p in enumerate(prompts):
+            prompt_ids[e, width - len(p) :] = torch.tensor(p)
+            prompt_mask[e, width - len(p) :] = 1
+        n = max(len(ids) for _, ids, _, _ in rows)
+        input_ids = torch.full((len(rows), n), pad, dtype=torch.long)
+        position_ids = torch.zeros((len(rows), n), dtype=torch.long)
+        allowed = np.zeros((len(rows), 1, n, width + n), dtype=bool)
+        allowed[:, 0, np.arange(n), width + np.arange(n)] = True  # every node (padding too) sees itself
+        for r, (e, ids, pos, tree) in enumerate(rows):
+            input_ids[r, : len(ids)] = torch.tensor(ids)
+            position_ids[r, : len(ids)] = torch.tensor(pos)
+            allowed[r, 0, : len(ids), :width] = prompt_mask[e].numpy().astype(bool)[None, :]
+            allowed[r, 0, : len(ids), width : width + len(ids)] = tree
+        # Logits come as the prompts' last positions, then every row position: root e is row e.
         index: list[int] = []
-        for r, ((seq, pos, tree), trained) in enumerate(zip(rows, losses, strict=True)):
-            off = width - len(seq)
-            n_prompt = len(seq) - len(tree)
-            input_ids[r, off:] = torch.tensor(seq)
-            position_ids[r, off:] = torch.tensor(pos)
-            allowed[r, 0, diagonal, diagonal] = True  # padding sees itself: no empty rows
-            allowed[r, 0, off : off + n_prompt, off : off + n_prompt] = np.tri(n_prompt, dtype=bool)
-            # Node k (packed after the prompt) sees the prompt, then its ancestors and itself.
-            allowed[r, 0, off + n_prompt :, off : off + n_prompt] = True
-            allowed[r, 0, off + n_prompt :, off + n_prompt :] = tree
-            index.extend(r * keep + keep - (len(seq) - p) for p in trained)
-        return _soft_batch(input_ids, torch.from_numpy(allowed), position_ids, keep, index, child_ids, child_q, weights)
+        for r, ks in trained:
+            index.extend(rows[r][0] if k < 0 else len(batch) + r * n + k for k in ks)
+        out = _soft_batch(input_ids, torch.from_numpy(allowed), position_ids, n, index, child_ids, child_q, weights)
+        out |= {"prompt_ids": prompt_ids, "prompt_mask": prompt_mask}
+        out["row_example"] = torch.tensor([e for e, _, _, _ in rows], dtype=torch.long)
+        return out
 
 
 def _sub_tries(trie: Trie, row_nodes: int) -> list[tuple[np.ndarray, np.ndarray]]:

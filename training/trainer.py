@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainerCallback, TrainingArguments
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    DynamicCache,
+    Trainer,
+    TrainerCallback,
+    TrainingArguments,
+)
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from calbench import model_catalogue
@@ -27,6 +34,7 @@ from calbench.training.config import TrainConfig
 from calbench.training.data import FullTrieCollator, HardCollator, SoftPathCollator, TrainingSet
 from calbench.training.losses import hard_ce, soft_kl
 from calbench.training.retain import RetainSet, retain_kl
+from calbench.tree_attention import cache_kwarg, output_cache
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -67,16 +75,35 @@ class CalibrationTrainer(Trainer):
             dtype = next(model.parameters()).dtype
             mask = torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, torch.finfo(dtype).min)
         self.tokens_seen += int(inputs["input_ids"].numel())
+        past: dict[str, Any] = {}
+        heads: list[torch.Tensor] = []  # logits computed before the rows' own (the full trie's roots)
+        if "prompt_ids" in inputs:  # the full trie: each prompt once, its rows after its cache
+            self.tokens_seen += int(inputs["prompt_ids"].numel())
+            prompt_mask = inputs["prompt_mask"]
+            prompt = model(
+                input_ids=inputs["prompt_ids"],
+                attention_mask=prompt_mask,
+                position_ids=(prompt_mask.cumsum(-1) - 1).clamp_min(0),
+                use_cache=True,
+                logits_to_keep=1,
+            )
+            rows_of = inputs["row_example"]
+            cache = [(kv[0].index_select(0, rows_of), kv[1].index_select(0, rows_of)) for kv in output_cache(prompt)]
+            kwarg = cache_kwarg(self.accelerator.unwrap_model(model))
+            past = {"use_cache": True, kwarg: DynamicCache(ddp_cache_data=cache)}
+            heads = [prompt.logits[:, -1]]
         out = model(
             input_ids=inputs["input_ids"],
             attention_mask=mask,
             position_ids=inputs["position_ids"],
             logits_to_keep=int(inputs["logits_to_keep"]),
+            **past,
         )
         if self.method == "hard":
             loss = hard_ce(out.logits, inputs["labels"])
         else:
-            rows = out.logits.reshape(-1, out.logits.shape[-1]).index_select(0, inputs["row_index"])
+            logits = torch.cat([*heads, out.logits.reshape(-1, out.logits.shape[-1])])
+            rows = logits.index_select(0, inputs["row_index"])
             loss = soft_kl(rows, inputs["child_ids"], inputs["child_q"], inputs["row_weights"], tau=self.tau)
         if self.retain is not None and self.retain_weight > 0:
             loss = loss + self.retain_weight * self._retain_term(model)
