@@ -449,3 +449,14 @@ def test_weighted_pit_equals_the_sample_pit_on_repeated_values(family, params):
     expected = pit.pit_w1(*pit.pit_intervals(values, target))
     got = pit.pit_w1_weighted(*pit.pit_intervals(distinct, target), counts / counts.sum())
     assert got == pytest.approx(expected, rel=1e-9, abs=1e-12)
+
+
+def test_mean_distances_equal_the_direct_sum():
+    from calbench.enumeration_metrics import mean_distances
+
+    rng = np.random.default_rng(5)
+    x, w = rng.normal(size=50), rng.random(50)
+    w /= w.sum()
+    ys = np.concatenate([rng.normal(size=20) * 3, x[:5], [-1e9, 1e9]])  # ties with x and far points
+    expected = np.array([np.sum(w * np.abs(x - y)) for y in ys])
+    np.testing.assert_allclose(mean_distances(x, w, ys), expected, rtol=1e-12, atol=1e-9)
