@@ -195,16 +195,16 @@ class FullTrieCollator:
         for e, p in enumerate(prompts):
             prompt_ids[e, width - len(p) :] = torch.tensor(p)
             prompt_mask[e, width - len(p) :] = 1
-        n = max(len(ids) for _, ids, _, _ in rows)
+        n = max(len(tokens) for _, tokens, _, _ in rows)
         input_ids = torch.full((len(rows), n), pad, dtype=torch.long)
         position_ids = torch.zeros((len(rows), n), dtype=torch.long)
         allowed = np.zeros((len(rows), 1, n, width + n), dtype=bool)
         allowed[:, 0, np.arange(n), width + np.arange(n)] = True  # every node (padding too) sees itself
-        for r, (e, ids, pos, tree) in enumerate(rows):
-            input_ids[r, : len(ids)] = torch.tensor(ids)
-            position_ids[r, : len(ids)] = torch.tensor(pos)
-            allowed[r, 0, : len(ids), :width] = prompt_mask[e].numpy().astype(bool)[None, :]
-            allowed[r, 0, : len(ids), width : width + len(ids)] = tree
+        for r, (e, tokens, pos, tree) in enumerate(rows):
+            input_ids[r, : len(tokens)] = torch.tensor(tokens)
+            position_ids[r, : len(tokens)] = torch.tensor(pos)
+            allowed[r, 0, : len(tokens), :width] = prompt_mask[e].numpy().astype(bool)[None, :]
+            allowed[r, 0, : len(tokens), width : width + len(tokens)] = tree
         # Logits come as the prompts' last positions, then every row position: root e is row e.
         index: list[int] = []
         for r, ks in trained:
