@@ -189,12 +189,8 @@ class FullTrieCollator:
                 child_q.append(q)
                 weights.append(w[owned])
         pad = self.data.tokenizer.pad_token_id or 0
-        width = max(len(p) for p in prompts)
-        prompt_ids = torch.full((len(batch), width), pad, dtype=torch.long)
-        prompt_mask = torch.zeros((len(batch), width), dtype=torch.long)
-        for e, p in enumerate(prompts):
-            prompt_ids[e, width - len(p) :] = torch.tensor(p)
-            prompt_mask[e, width - len(p) :] = 1
+        prompt_ids, prompt_mask, _ = _left_pad(prompts, pad)  # the trainer takes positions from the mask
+        width = prompt_ids.shape[1]
         n = max(len(tokens) for _, tokens, _, _ in rows)
         input_ids = torch.full((len(rows), n), pad, dtype=torch.long)
         position_ids = torch.zeros((len(rows), n), dtype=torch.long)
