@@ -22,8 +22,9 @@ splits the prefix's probability exactly into
   whole budget), set-aside prefixes are expanded with the nodes left once the unresolved
   mass is at most the residual target (most probable first, until they too hold at most
   that mass), to learn how much of their mass ends as a number. What is still set aside at
-  the end counts as a valid answer at its clipped interval's midpoint. That moves each of its answers by at most half the interval's width
-  *if* it goes on to end as a plain number; the share that would instead run on into text
+  the end counts as a valid answer at its clipped interval's midpoint. That moves each of its
+  answers by at most half the interval's width *if* it goes on to end as a plain number; the
+  share that would instead run on into text
   ("3.14 is pi") or an exponent is unknown, which is why ``resolved_mass`` is reported beside
   the valid mass: the exact valid mass lies between valid mass - resolved mass and valid mass
   + residual mass. The window makes the far tail cheap ("31." for a law whose window ends at
@@ -240,6 +241,7 @@ class _Search:
         self.table, self.budget, self.max_tokens, self.space = table, budget, max_tokens, space
         self.frontier: list[_Prefix] = []
         self.frontier_mass = 0.0  # kept as prefixes come and go (the result sums them afresh)
+        self.summed = False  # frontier_mass re-summed exactly since the last push
         self.complete: dict[tuple[int, ...], float] = {}  # token path -> mass
         self.deferred: list[_Prefix] = []  # resolved prefixes, expanded only with nodes to spare
         self.deferred_mass = 0.0
@@ -321,13 +323,16 @@ class _Search:
                 heapq.heappush(self.deferred, child)
             else:
                 self.frontier_mass += m
+                self.summed = False
                 heapq.heappush(self.frontier, child)
 
     def open_frontier(self) -> bool:
         """Whether unresolved mass above the residual target is left (summed afresh before saying no)."""
         if self.frontier_mass > self.budget.residual:
             return True
-        self.frontier_mass = math.fsum(math.exp(-p.priority) for p in self.frontier)  # no drift
+        if not self.summed:  # once per drop below the target, not once per refining batch
+            self.frontier_mass = math.fsum(math.exp(-p.priority) for p in self.frontier)  # no drift
+            self.summed = True
         return self.frontier_mass > self.budget.residual
 
     def next_batch(self) -> list[_Prefix]:
@@ -366,7 +371,8 @@ def enumerate_answers(
     """The distribution of the number a model samples after ``prompt_ids`` (module docstring).
 
     Samples are what softmax sampling at ``temperature`` draws: up to ``max_tokens`` tokens,
-    ending at a token of ``table.stop``. ``space`` (the law's) enables the resolution rule; ``decode`` (the sampler's own decoding of a token sequence) re-checks
+    ending at a token of ``table.stop``. ``space`` (the law's) enables the resolution rule;
+    ``decode`` (the sampler's own decoding of a token sequence) re-checks
     every complete answer.
     """
     if temperature <= 0:
