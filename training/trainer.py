@@ -287,8 +287,20 @@ def run(config: TrainConfig) -> Path:
     if checkpoint is not None:
         print(f"calbench train: resuming from {checkpoint}", flush=True)
     result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-    if not trainer.is_world_process_zero():
-        return folder / run_folder.ADAPTER
+    try:
+        if trainer.is_world_process_zero():
+            _install(trainer, data, resolved, result)
+    finally:
+        if world > 1:  # every process leaves the group together: one that exits while gloo's
+            trainer.accelerator.wait_for_everyone()  # threads still run aborts ("terminate called")
+            torch.distributed.destroy_process_group()
+    return folder / run_folder.ADAPTER
+
+
+def _install(trainer: CalibrationTrainer, data: TrainingSet, resolved: TrainConfig, result: Any) -> None:
+    """Write the trained adapter, its tokenizer, the run's summary and card, and install it."""
+    folder = Path(resolved.output)
+    progress = trainer.progress
     tmp = folder / run_folder.PARTIAL
     shutil.rmtree(tmp, ignore_errors=True)
     model: Any = trainer.model
@@ -319,4 +331,3 @@ def run(config: TrainConfig) -> Path:
     final = run_folder.install_adapter(folder, tmp)
     run_folder.finish(folder, summary)
     print(f"adapter: {final}", flush=True)
-    return final
