@@ -149,6 +149,41 @@ def test_gradient_vanishes_at_the_target():
     assert float(worse) > 0.1
 
 
+def _dense_soft_kl(logits, ids, q, w, tau, rows):  # the definition, with the (R, V) rows copied out
+    real = q > 0
+    qt = torch.where(real, q.clamp_min(1e-8), torch.zeros_like(q))
+    qt = qt / qt.sum(-1, keepdim=True)
+    logp = torch.log_softmax(logits.float()[rows] / tau, -1).gather(-1, ids)
+    return (
+        torch.where(real, qt * (torch.log(torch.where(real, qt, torch.ones_like(qt))) - logp), 0.0).sum(-1) * w
+    ).sum()
+
+
+@pytest.mark.parametrize("tau", [1.0, 0.7])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_soft_kl_reads_rows_in_place_with_the_dense_gradient(tau, dtype):
+    # Rows picked out of a larger logits matrix (one twice, some never) give the loss and the
+    # gradient of the dense definition; bf16 logits are scored in fp32 and get a bf16 gradient.
+    gen = torch.Generator().manual_seed(3)
+    logits = (3 * torch.randn(6, 40, generator=gen)).to(dtype)
+    rows = torch.tensor([4, 0, 4, 2])
+    ids = torch.randint(0, 40, (4, 5), generator=gen)
+    q = torch.rand(4, 5, generator=gen) * (torch.rand(4, 5, generator=gen) > 0.3)
+    q[:, 0] = 0.2  # every row has a child
+    w = torch.rand(4, generator=gen)
+    fast_in = logits.clone().requires_grad_(True)
+    dense_in = logits.clone().requires_grad_(True)
+    fast = soft_kl(fast_in, ids, q, w, tau=tau, rows=rows)
+    dense = _dense_soft_kl(dense_in, ids, q, w, tau, rows)
+    (2.5 * fast).backward()
+    (2.5 * dense).backward()
+    torch.testing.assert_close(fast, dense, rtol=1e-5, atol=1e-6)
+    assert fast_in.grad.dtype == dtype and float(fast_in.grad[[1, 3, 5]].abs().max()) == 0.0  # rows never picked
+    torch.testing.assert_close(
+        fast_in.grad.float(), dense_in.grad.float(), rtol=1e-2 if dtype == torch.bfloat16 else 1e-5, atol=1e-6
+    )
+
+
 # Losses of the first 4 optimizer steps on the tiny model (seed 11, 12 prompts, batch 2 x 2).
 # They move when the data order, the sampling, the collation or the loss changes.
 TRAJECTORIES = {

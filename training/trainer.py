@@ -102,9 +102,7 @@ class CalibrationTrainer(Trainer):
         if self.method == "hard":
             loss = hard_ce(out.logits, inputs["labels"])
         else:
-            logits = torch.cat([*heads, out.logits.reshape(-1, out.logits.shape[-1])])
-            rows = logits.index_select(0, inputs["row_index"])
-            loss = soft_kl(rows, inputs["child_ids"], inputs["child_q"], inputs["row_weights"], tau=self.tau)
+            loss = self._soft_loss(heads, out.logits.reshape(-1, out.logits.shape[-1]), inputs)
         if self.retain is not None and self.retain_weight > 0:
             loss = loss + self.retain_weight * self._retain_term(model)
         if not torch.isfinite(loss.detach()):
@@ -113,6 +111,27 @@ class CalibrationTrainer(Trainer):
                 "written so far are kept); a lower --lr or --max-grad-norm usually helps"
             )
         return (loss, out) if return_outputs else loss
+
+    def _soft_loss(self, heads: list[torch.Tensor], logits: torch.Tensor, inputs: dict[str, Any]) -> torch.Tensor:
+        """``soft_kl`` on the rows ``row_index`` picks from the heads' logits, then ``logits``
+        (as if concatenated; they are not: each part is read in place)."""
+        index, loss = inputs["row_index"], None
+        offset = 0
+        for part in [*heads, logits]:
+            mine = (index >= offset) & (index < offset + part.shape[0])
+            if bool(mine.any()):
+                term = soft_kl(
+                    part,
+                    inputs["child_ids"][mine],
+                    inputs["child_q"][mine],
+                    inputs["row_weights"][mine],
+                    tau=self.tau,
+                    rows=index[mine] - offset,
+                )
+                loss = term if loss is None else loss + term
+            offset += part.shape[0]
+        assert loss is not None, "a soft batch trains at least one row"
+        return loss
 
     def _retain_term(self, model: Any) -> torch.Tensor:
         """KL(base ‖ tuned) on the next retain batch, chosen by the optimizer step, the forward
