@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from collections.abc import Sequence
 from importlib import metadata
@@ -130,6 +131,24 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
             print(f"written: {path}")
         elif args.action == "card":
             print(f"written: {render.update_card(args.adapter, args.records, args.results_dir)}")
+        elif args.action == "tradeoff":
+            from calbench.leaderboard import tradeoff
+
+            by_name = {r["name"]: r for r in records.load_records(args.results_dir)}
+
+            def record(name: str) -> dict[str, Any]:
+                if name not in by_name:
+                    raise records.RefusedRunError(f"no run record named {name!r} under {args.results_dir}")
+                return by_name[name]
+
+            adapters = [(record(name), Path(results)) for name, results in args.adapter]
+            words = [args.base, str(args.base_results)]
+            words += [w for name, results in args.adapter for w in ("--adapter", name, results)]
+            command = shlex.join(["calbench", "leaderboard", "tradeoff", *words, "--output", str(args.output)])
+            for path in tradeoff.write(
+                record(args.base), args.base_results, adapters, args.output, command, draw_plot=not args.no_plots
+            ):
+                print(f"written: {path}")
         else:
             from calbench.leaderboard import protocol_table
 
@@ -253,6 +272,19 @@ def build_parser() -> argparse.ArgumentParser:
     p_card.add_argument("records", nargs="+", help="run record names: the adapter's, then e.g. its base model's")
     p_card.add_argument("--results-dir", type=Path, default=Path("leaderboards") / "results")
     p_card.set_defaults(func=cmd_leaderboard)
+    p_trade = lb_sub.add_parser(
+        "tradeoff", help="calibration gained against retention lost: a table and a plot, one point per adapter"
+    )
+    p_trade.add_argument("base", help="the base model's run record name")
+    p_trade.add_argument("base_results", type=Path, help="results_*.json of the base model's offline retention run")
+    p_trade.add_argument(
+        "--adapter", nargs=2, action="append", required=True, metavar=("NAME", "RESULTS"),
+        help="an adapter's run record name and its offline retention run's results_*.json (repeatable)",
+    )  # fmt: skip
+    p_trade.add_argument("--output", type=Path, required=True, help="folder for tradeoff.md and plots/tradeoff.png")
+    p_trade.add_argument("--results-dir", type=Path, default=Path("leaderboards") / "results")
+    p_trade.add_argument("--no-plots", action="store_true")
+    p_trade.set_defaults(func=cmd_leaderboard)
     return parser
 
 

@@ -1,0 +1,165 @@
+"""Calibration gained against retention lost: one point per adapter of one base model.
+
+For each adapter, against its base model's record:
+
+* **calibration gained**: the calibration score (``score.calibration_score``, 0-100) of the
+  adapter minus the base model's. The two runs sample independently, so its standard error
+  is the two scores' in quadrature.
+* **retention lost**: base minus adapter on the offline retention suite, item by item
+  (``retention_delta.paired_deltas`` on the two runs' samples logs), for each of
+  ``RETENTION`` (one headline metric per task) and for their mean, the *retention
+  composite*. Each task's paired delta has a bootstrap standard error; the composite's is
+  theirs in quadrature over three (the tasks' items are disjoint and resampled apart).
+
+The table also lists the score, ``pit_w1``, MCQ format following (``parse_rate_lenient``:
+the share of MCQ answers that name an option at all) and drift of each system. ``write`` renders ``tradeoff.md`` and the plot
+``plots/tradeoff.png`` (95% intervals: 1.96 standard errors).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tabulate import tabulate
+
+from calbench.leaderboard.records import RefusedRunError, atomic_write
+from calbench.leaderboard.score import calibration_score, drift_metric, mean_pit_w1, task_metric
+from calbench.results_tables import fmt
+from calbench.retention_delta import paired_deltas
+from calbench.stats import Z95, Estimate, PairedDelta
+
+RETENTION = (
+    ("calbench_arithmetic", "exact_flexible"),
+    ("calbench_mmlu_mini", "acc"),
+    ("calbench_format_following", "loose_acc"),
+)
+MCQ = ("calbench_mcq_balance", "parse_rate_lenient")  # format following: any parsable answer
+TABLE, PLOT = "tradeoff.md", "plots/tradeoff.png"
+
+
+@dataclass(frozen=True)
+class Point:
+    """One adapter against its base model (module docstring)."""
+
+    name: str
+    score: Estimate
+    calibration_gained: Estimate
+    lost: dict[tuple[str, str], PairedDelta]  # base - adapter, per RETENTION metric
+    retention_lost: Estimate  # the composite: the mean of ``lost``
+
+    @property
+    def interval(self) -> tuple[tuple[float, float], tuple[float, float]]:
+        """95% intervals of (retention lost, calibration gained)."""
+        x, y = self.retention_lost, self.calibration_gained
+        return (x.value - Z95 * x.se, x.value + Z95 * x.se), (y.value - Z95 * y.se, y.value + Z95 * y.se)
+
+
+def _score(record: Mapping[str, Any]) -> Estimate:
+    score = calibration_score(record)
+    if not isinstance(score, Estimate) or not math.isfinite(score.value):
+        raise RefusedRunError(f"{record['name']}: no calibration score ({score}): it cannot be a trade-off point")
+    return score
+
+
+def point(base: Mapping[str, Any], base_results: Path, adapter: Mapping[str, Any], adapter_results: Path) -> Point:
+    """``adapter`` against ``base``: records for the score, the runs' results files (with their
+    samples logs) of the offline retention suite for the paired retention deltas."""
+    b, a = _score(base), _score(adapter)
+    try:
+        rows = {(r.task, r.metric): r for r in paired_deltas(base_results, adapter_results)}
+    except ValueError as err:  # unpaired items, no shared task, an unreadable samples log
+        raise RefusedRunError(f"{adapter['name']}: {err}") from err
+    lost = {}
+    for key in RETENTION:
+        row = rows.get(key)
+        if row is None or row.paired is None:
+            raise RefusedRunError(
+                f"{adapter['name']}: {key[0]} {key[1]} not paired in {base_results} and {adapter_results}"
+            )
+        d = row.paired
+        lost[key] = PairedDelta(Estimate(-d.delta.value, d.delta.se), -d.high, -d.low, d.n)
+    composite = Estimate(
+        sum(d.delta.value for d in lost.values()) / len(lost),
+        math.sqrt(sum(d.delta.se**2 for d in lost.values())) / len(lost),
+    )
+    return Point(adapter["name"], a, Estimate(a.value - b.value, math.hypot(a.se, b.se)), lost, composite)
+
+
+def table(base: Mapping[str, Any], points: Sequence[Point], records: Mapping[str, Mapping[str, Any]]) -> str:
+    """Markdown: the base model's row, then one row per adapter."""
+    headers = [
+        "system",
+        "score ↑",
+        "calibration gained ↑",
+        "pit_w1 ↓",
+        *(f"{t.removeprefix('calbench_')} {m} lost ↓" for t, m in RETENTION),
+        "retention composite lost ↓",
+        "MCQ parse_rate_lenient ↑",
+        "drift ↓",
+    ]
+
+    def common(record: Mapping[str, Any]) -> tuple[str, str]:
+        return fmt(mean_pit_w1(record)), fmt(task_metric(record, *MCQ))
+
+    pit_w1, mcq = common(base)
+    body = [[base["name"], fmt(_score(base)), "0 (base)", pit_w1, *(["0 (base)"] * (len(RETENTION) + 1)), mcq, "0"]]
+    for p in points:
+        r = records[p.name]
+        pit_w1, mcq = common(r)
+        lost = [f"{fmt(d.delta)} [{d.low:.3g}, {d.high:.3g}]" for d in p.lost.values()]
+        gained, composite, drift = fmt(p.calibration_gained), fmt(p.retention_lost), fmt(drift_metric(r))
+        body.append([p.name, fmt(p.score), gained, pit_w1, *lost, composite, mcq, drift])
+    return tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)
+
+
+def draw(points: Sequence[Point], title: str, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    from calbench.leaderboard.plots import save
+
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    for p in points:
+        x, y = p.retention_lost, p.calibration_gained
+        ax.errorbar(x.value, y.value, xerr=Z95 * x.se, yerr=Z95 * y.se, fmt="o", capsize=3)
+        ax.annotate(p.name, (x.value, y.value), textcoords="offset points", xytext=(6, 6), fontsize=8)
+    ax.axvline(0, color="grey", lw=0.8)
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.set_xlabel("retention composite lost (base - adapter; offline suite, paired)")
+    ax.set_ylabel("calibration score gained (adapter - base)")
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    save(fig, path)
+    plt.close(fig)
+
+
+def write(
+    base: Mapping[str, Any],
+    base_results: Path,
+    adapters: Sequence[tuple[Mapping[str, Any], Path]],
+    output: Path,
+    command: str,
+    draw_plot: bool = True,
+) -> list[Path]:
+    """``<output>/tradeoff.md`` (with the command that wrote it) and ``<output>/plots/tradeoff.png``."""
+    points = [point(base, base_results, record, results) for record, results in adapters]
+    records = {r["name"]: r for r, _ in adapters}
+    text = (
+        f"# Calibration gained against retention lost: adapters of {base['name']}\n\n"
+        f"`{command}`\n\n"
+        "Each adapter against the base model (`calbench.leaderboard.tradeoff`). Calibration gained: the\n"
+        "difference of the calibration scores (independent runs: standard errors in quadrature). Retention\n"
+        "lost: base - adapter on the offline retention suite, item by item (paired bootstrap: brackets, its 95%\n"
+        "percentile interval); the composite is the mean of the three tasks' deltas. ±: half a 95% interval.\n"
+        "MCQ parse_rate_lenient: the share of MCQ answers that name an option at all (format following).\n\n"
+        f"{table(base, points, records)}\n\n![trade-off]({PLOT})\n"
+    )
+    written = [output / TABLE]
+    atomic_write(output / TABLE, text)
+    if draw_plot:
+        draw(points, f"{base['name']}: calibration gained vs retention lost", output / PLOT)
+        written.append(output / PLOT)
+    return written
