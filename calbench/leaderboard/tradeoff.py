@@ -81,7 +81,7 @@ def point(base: Mapping[str, Any], base_results: Path, adapter: Mapping[str, Any
                 f"{adapter['name']}: {key[0]} {key[1]} not paired in {base_results} and {adapter_results}"
             )
         d = row.paired
-        lost[key] = PairedDelta(Estimate(-d.delta.value, d.delta.se), -d.high, -d.low, d.n)
+        lost[key] = PairedDelta(Estimate(0.0 - d.delta.value, d.delta.se), 0.0 - d.high, 0.0 - d.low, d.n)  # no -0
     composite = Estimate(
         sum(d.delta.value for d in lost.values()) / len(lost),
         math.sqrt(sum(d.delta.se**2 for d in lost.values())) / len(lost),
@@ -121,11 +121,17 @@ def draw(points: Sequence[Point], title: str, path: Path) -> None:
 
     from calbench.leaderboard.plots import save
 
+    words = [p.name.split("-") for p in points]
+    k = 0  # the names' shared leading words, left off the labels
+    while len(words) > 1 and all(len(w) > k + 1 and w[k] == words[0][k] for w in words):
+        k += 1
+    shared = "-".join(words[0][:k])
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
     for p in points:
         x, y = p.retention_lost, p.calibration_gained
         ax.errorbar(x.value, y.value, xerr=Z95 * x.se, yerr=Z95 * y.se, fmt="o", capsize=3)
-        ax.annotate(p.name, (x.value, y.value), textcoords="offset points", xytext=(6, 6), fontsize=8)
+        label = p.name.removeprefix(f"{shared}-") if shared else p.name
+        ax.annotate(label, (x.value, y.value), textcoords="offset points", xytext=(6, 6), fontsize=8)
     ax.axvline(0, color="grey", lw=0.8)
     ax.axhline(0, color="grey", lw=0.8)
     ax.set_xlabel("retention composite lost (base - adapter; offline suite, paired)")
