@@ -256,6 +256,11 @@ def test_card_names_the_hub_model_of_a_catalogue_base(tiny_split, tmp_path):
     text = card.render(TrainConfig(method="hard", model="smollm2-135m-instruct").resolve(), summary)
     assert "base_model: HuggingFaceTB/SmolLM2-135M-Instruct" in text
     assert "pretrained=$(calbench models path smollm2-135m-instruct),peft=" in text
+    assert "Retention" not in text
+    kept = card.render(
+        TrainConfig(method="hard", model=str(tiny_split), retain_weight=2.5, retain_batch=3).resolve(), summary
+    )
+    assert "plus 2.5 x the mean KL(base ‖ tuned)" in kept and "3 texts per forward" in kept
     local = card.render(TrainConfig(method="hard", model=str(tiny_split)).resolve(), summary)
     assert f"base_model: {summary['base_model']}" in local
 

@@ -49,6 +49,15 @@ def render(config: TrainConfig, summary: dict[str, Any], evaluation: str | None 
         "asks for, made with calbench's training add-on.",
         "",
         f"- **Method**: {method}.",
+        *(
+            [
+                f"- **Retention**: plus {config.retain_weight:g} x the mean KL(base ‖ tuned) of next-token"
+                " distributions on generic instructions followed by the base model's greedy answers"
+                f" (`training/retain.py`), {config.retain_batch} texts per forward; the training loss includes it."
+            ]
+            if config.retain_weight > 0
+            else []
+        ),
         "- **Data**: the 1,988 training prompts of 24 distribution families"
         + (f" (first {config.prompts}, family-balanced)" if config.prompts else "")
         + f"; canonical answers with {config.decimals} decimals, {config.max_bins} strings per space;"
