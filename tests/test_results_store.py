@@ -133,7 +133,7 @@ def test_records_are_validated_on_load_naming_file_and_field(tmp_path, change, f
 
 def test_the_committed_records_all_validate():
     loaded = records.load_records(STORE)
-    assert [r["name"] for r in loaded] == sorted(p.stem for p in STORE.glob("*.json"))
+    assert [r["name"] for r in loaded] == [p.stem for p in sorted(STORE.glob("*.json"))]  # every file, in file order
     for record in loaded:
         records.validate_record(copy.deepcopy(record))
 

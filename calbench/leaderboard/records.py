@@ -339,7 +339,7 @@ def save_record(record: Mapping[str, Any], folder: Path) -> Path:
 
 
 def load_records(folder: Path) -> list[dict[str, Any]]:
-    """Every run record of a results folder, each validated (``validate_record``), sorted by name."""
+    """Every run record of a results folder, each validated (``validate_record``), in file-name order."""
     records = []
     for path in sorted(Path(folder).glob("*.json")):
         try:
