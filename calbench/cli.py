@@ -134,19 +134,13 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         elif args.action == "tradeoff":
             from calbench.leaderboard import tradeoff
 
-            by_name = {r["name"]: r for r in records.load_records(args.results_dir)}
-
-            def record(name: str) -> dict[str, Any]:
-                if name not in by_name:
-                    raise records.RefusedRunError(f"no run record named {name!r} under {args.results_dir}")
-                return by_name[name]
-
-            adapters = [(record(name), Path(results)) for name, results in args.adapter]
+            base, *tuned = records.named_records(args.results_dir, [args.base, *(name for name, _ in args.adapter)])
+            adapters = [(record, Path(results)) for record, (_, results) in zip(tuned, args.adapter, strict=True)]
             words = [args.base, str(args.base_results)]
             words += [w for name, results in args.adapter for w in ("--adapter", name, results)]
             command = shlex.join(["calbench", "leaderboard", "tradeoff", *words, "--output", str(args.output)])
             for path in tradeoff.write(
-                record(args.base), args.base_results, adapters, args.output, command, draw_plot=not args.no_plots
+                base, args.base_results, adapters, args.output, command, draw_plot=not args.no_plots
             ):
                 print(f"written: {path}")
         else:

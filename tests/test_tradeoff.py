@@ -76,7 +76,7 @@ def test_refusals_name_the_problem(stored, tmp_path, capsys):
         )
         != 0
     )
-    assert "no run record named 'nobody'" in capsys.readouterr().err
+    assert "no run record named nobody in" in capsys.readouterr().err
     no_score = json.loads(json.dumps(stored[SOFT]))
     for split in score.SAMPLING_TASKS.values():
         no_score["tasks"].pop(split, None)

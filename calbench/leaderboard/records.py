@@ -363,6 +363,15 @@ def load_records(folder: Path) -> list[dict[str, Any]]:
     return records
 
 
+def named_records(folder: Path, names: Sequence[str]) -> list[dict[str, Any]]:
+    """The run records ``names`` of a results folder, in that order; refused if one is missing."""
+    by_name = {r["name"]: r for r in load_records(folder)}
+    missing = [n for n in names if n not in by_name]
+    if missing:
+        raise RefusedRunError(f"no run record named {', '.join(missing)} in {folder}")
+    return [by_name[n] for n in names]
+
+
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from tabulate import tabulate
 
 from calbench.leaderboard import plots
-from calbench.leaderboard.records import RefusedRunError, atomic_write, load_records
+from calbench.leaderboard.records import RefusedRunError, atomic_write, named_records
 from calbench.leaderboard.score import (
     EXACT_TASKS,
     LIKELIHOOD_TASKS,
@@ -220,14 +220,11 @@ def splice_card(card: str, evaluation: str) -> str:
 
 def update_card(adapter: Path, names: Sequence[str], results_dir: Path) -> Path:
     """Write the run records ``names`` (the adapter's, then e.g. its base's) into the adapter's card."""
-    by_name = {r["name"]: r for r in load_records(results_dir)}
-    missing = [n for n in names if n not in by_name]
-    if missing:
-        raise RefusedRunError(f"no run record named {', '.join(missing)} in {results_dir}")
+    wanted = named_records(results_dir, names)
     card = Path(adapter) / "README.md"
     if not card.is_file():
         raise RefusedRunError(f"{adapter} has no model card (README.md): is it an adapter calbench trained?")
-    atomic_write(card, splice_card(card.read_text(), card_evaluation([by_name[n] for n in names])))
+    atomic_write(card, splice_card(card.read_text(), card_evaluation(wanted)))
     return card
 
 
