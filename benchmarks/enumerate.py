@@ -33,14 +33,14 @@ import torch
 from lm_eval.api.instance import Instance
 
 from calbench.answer_tokens import terminator
-from calbench.enumeration_metrics import law_w1, score_enumeration
+from calbench.backends.hf import CalbenchHFLM
 from calbench.families import split_points
 from calbench.harness import ENUMERATION_DEFAULTS, enumeration_settings
-from calbench.hf_backend import CalbenchHFLM
+from calbench.metrics.enumeration import law_w1, score_enumeration
+from calbench.metrics.sampling import iqr
 from calbench.model_catalogue import model_path
 from calbench.parse import classify
 from calbench.prompt import prompt_text
-from calbench.sampling_metrics import iqr
 from calbench.space import canonical_space
 from calbench.trie import build_trie
 

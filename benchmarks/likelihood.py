@@ -23,8 +23,8 @@ from lm_eval.api.instance import Instance
 from lm_eval.models.huggingface import HFLM
 
 from calbench.answer_tokens import terminator
+from calbench.backends.hf import CalbenchHFLM
 from calbench.families import split_points
-from calbench.hf_backend import CalbenchHFLM
 from calbench.prompt import prompt_text
 from calbench.space import canonical_space
 from calbench.trie import build_trie

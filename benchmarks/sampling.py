@@ -27,8 +27,8 @@ import torch
 from lm_eval.api.instance import Instance
 from lm_eval.models.huggingface import HFLM
 
+from calbench.backends.hf import CalbenchHFLM
 from calbench.families import make_target
-from calbench.hf_backend import CalbenchHFLM
 from calbench.parse import classify
 from calbench.prompt import prompt_text
 from calbench.protocols import PROTOCOLS, SEED_SLOT, protocol_text, samples_of, seed_string

@@ -84,7 +84,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_noveltybench(args: argparse.Namespace) -> int:
-    from calbench import noveltybench
+    from calbench.metrics import noveltybench
 
     try:
         scored = noveltybench.score_files(args.samples, full=args.full, device=args.device)

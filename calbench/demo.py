@@ -4,7 +4,7 @@ Five systems answer ``calbench_numeric_quick`` (the 42 selected prompts of the 3
 with ``calbench-hf``: SmolLM2-135M-Instruct, the two LoRA adapters calbench trained on it (soft
 and hard targets, committed under ``leaderboards/smollm2-cpu/adapters``), an exact sampler and
 one collapsed on each law's median. Each gets 50 samples per prompt, the calibration score's
-reference size, so the score is the leaderboard's (``calbench.calibration_score``); KS is run
+reference size, so the score is the leaderboard's (``calbench.metrics.calibration``); KS is run
 on the first 50 valid answers (the leaderboard's KS@100 needs 100).
 """
 
@@ -20,9 +20,9 @@ from typing import Any
 
 from tabulate import tabulate
 
-from calbench import calibration_score as n_free
 from calbench import model_catalogue, results_tables, runner
-from calbench.leaderboard import records, score
+from calbench.leaderboard import numbers, records
+from calbench.metrics import calibration as n_free
 from calbench.policy import arrow
 from calbench.results_tables import fmt
 
@@ -65,7 +65,7 @@ class Outcome:
 
     name: str
     task_results: Mapping[str, Any]
-    rows: Mapping[str, Sequence[score.Prompt]]
+    rows: Mapping[str, Sequence[numbers.Prompt]]
     examples: Sequence[str]
 
 
@@ -83,7 +83,7 @@ def evaluate(system: System, output: Path, num_samples: int, batch_size: int) ->
     )
     samples = results["samples"][TASK]
     example = next((s for s in samples if s["doc"]["target"] == EXAMPLE_TARGET), samples[0])
-    rows = score.prompt_rows(records.prompt_values(samples, TASK))
+    rows = numbers.prompt_rows(records.prompt_values(samples, TASK))
     return Outcome(system.name, results["results"][TASK], rows, example["resps"][0][:2])
 
 
@@ -99,7 +99,7 @@ def headline(outcomes: Sequence[Outcome], ks_n: int = KS_N) -> str:
     ]
     table = []
     for o in outcomes:
-        q = score.sample_quality(o.rows, ks_n)
+        q = numbers.sample_quality(o.rows, ks_n)
         median = results_tables.overall_metric(o.task_results, "excess_w1_iqr_median")
         cells = [q["valid_rate"], q["pit_w1"], median, q["ks_at_n"], q["calibration_score"]]
         table.append([o.name, *(fmt(c) for c in cells)])
@@ -119,7 +119,7 @@ def examples(outcomes: Sequence[Outcome]) -> str:
 
 def reading(outcomes: Sequence[Outcome]) -> str:
     """One line saying what the table shows, from its own numbers."""
-    valid = {o.name: score.pooled_valid_rate(o.rows).value for o in outcomes}
+    valid = {o.name: numbers.pooled_valid_rate(o.rows).value for o in outcomes}
     models = [o.name for o in outcomes if not o.name.startswith(("oracle", "collapsed"))]
     refs = {o.name.split()[0]: o for o in outcomes if o.name.startswith(("oracle", "collapsed"))}
     parts = ", ".join(f"{n} {100 * valid[n]:.0f}%" for n in models)
@@ -128,9 +128,9 @@ def reading(outcomes: Sequence[Outcome]) -> str:
         exact, flat = (refs[k] for k in ("oracle", "collapsed"))
         line += (
             "; pit_w1 and the score say how far those numbers are from exact sampling "
-            f"(exact: pit_w1 {score.family_mean_pit_w1(exact.rows).value:.2f}, "
+            f"(exact: pit_w1 {numbers.family_mean_pit_w1(exact.rows).value:.2f}, "
             f"score {n_free.calibration_score(exact.rows).value:.0f}; "
-            f"collapsed: pit_w1 {score.family_mean_pit_w1(flat.rows).value:.2f}, "
+            f"collapsed: pit_w1 {numbers.family_mean_pit_w1(flat.rows).value:.2f}, "
             f"score {n_free.calibration_score(flat.rows).value:.0f})."
         )
     return line

@@ -62,7 +62,7 @@ FIRST_TOKEN_SUPPORT = "first_token_support"
 FIRST_TOKEN_METADATA = "calbench_first_token_support"
 FIRST_TOKEN_BACKENDS = ("calbench-hf",)
 # The sample-free tasks' request kind: the whole distribution of the numeric answer a model
-# samples (``calbench.answer_enumeration``). Only these backends serve it; the rest refuse.
+# samples (``calbench.backends.enumeration``). Only these backends serve it; the rest refuse.
 ENUMERATE_ANSWERS = "enumerate_numeric_answers"
 ENUMERATION_BACKENDS = ("calbench-hf", *REFERENCE_MODELS)
 ENUMERATION_TASKS = ("calbench_numeric_unseen_exact", "calbench_numeric_heldout_exact", "calbench_exact")
@@ -197,7 +197,7 @@ HIGHER_IS_BETTER: Mapping[str, bool] = {
     "distinct_lite": True,
     "distinct": True,
     "utility": True,
-    # offline retention (calbench.retention)
+    # offline retention (calbench.metrics.retention)
     "exact_strict": True,
     "exact_flexible": True,
     "strict_acc": True,

@@ -284,7 +284,7 @@ def _mean_se(values: list[float]) -> tuple[float | None, float | None]:
 
 def _pit_points(values: np.ndarray, target: Target) -> np.ndarray:
     """One PIT value per sample: F(x), or the middle of [F(x - 1), F(x)] for integer laws."""
-    from calbench import pit
+    from calbench.metrics import pit
 
     a, b = pit.pit_intervals(values, target)
     return (a + b) / 2
@@ -302,7 +302,7 @@ def samples_of(protocol: str, responses: list[str], target: Target) -> tuple[lis
     verbalized also ``verbalized_w1_iqr`` (mean exact W1 of the listed distributions to the
     law, over the IQR).
     """
-    from calbench.sampling_metrics import iqr
+    from calbench.metrics.sampling import iqr
     from calbench.stats import rate_se
 
     n = len(responses)

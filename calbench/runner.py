@@ -63,7 +63,7 @@ def evaluate(
     from lm_eval import simple_evaluate
     from lm_eval.loggers import EvaluationTracker
 
-    from calbench.reference_lms import register
+    from calbench.backends import register
     from calbench.results_tables import args_dict
 
     offline_defaults()
@@ -226,7 +226,7 @@ def eval_cli(args: Sequence[str], num_samples: int | None = None) -> Path | None
     """``calbench eval``: lm-eval's CLI with calbench's defaults; the results file it wrote, if any."""
     from lm_eval._cli import HarnessCLI
 
-    from calbench.reference_lms import register
+    from calbench.backends import register
     from calbench.results_tables import latest_results
 
     ns = lm_eval_args(args, num_samples=num_samples)

@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from calbench.calibration_score import M_REF, calibration_score, chunk_quality, prompt_score
+from calbench.backends.references import mode
 from calbench.families import make_target
-from calbench.reference_lms import mode
+from calbench.metrics.calibration import M_REF, calibration_score, chunk_quality, prompt_score
 
 LAWS = [
     make_target("gaussian", {"mu": 3.5, "sigma": 3}),

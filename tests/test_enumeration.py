@@ -18,7 +18,7 @@ import pytest
 import torch
 from scipy import stats
 
-from calbench.answer_enumeration import (
+from calbench.backends.enumeration import (
     ACCEPTING,
     FRAC,
     INT,
@@ -32,8 +32,8 @@ from calbench.answer_enumeration import (
     enumerate_answers,
     value_range,
 )
-from calbench.enumeration_metrics import discrete_w1, law_w1, score_enumeration, summarize, window
 from calbench.families import make_target
+from calbench.metrics.enumeration import discrete_w1, law_w1, score_enumeration, summarize, window
 from calbench.parse import NUMBER_RE, parse_number
 from calbench.space import canonical_space
 
@@ -317,7 +317,7 @@ def test_discrete_w1_against_scipy():
 
 
 def test_score_enumeration_classifies_and_bounds():
-    from calbench.answer_enumeration import Enumeration
+    from calbench.metrics.enumeration import Enumeration
 
     target = make_target("beta", {"alpha": 2.0, "beta": 5.0})
     enum = Enumeration(
@@ -387,7 +387,7 @@ def test_exact_task_on_calbench_hf_matches_a_direct_enumeration(tiny_split):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from calbench import harness, runner
-    from calbench.enumeration_metrics import score_enumeration
+    from calbench.metrics.enumeration import score_enumeration
     from tests.helpers import evaluate_local
 
     task = "calbench_numeric_unseen_exact"
@@ -441,7 +441,7 @@ def test_backends_without_enumeration_refuse_clearly(tiny_split):
 @pytest.mark.parametrize("family,params", [FAMILIES[0], FAMILIES[3]])
 def test_weighted_pit_equals_the_sample_pit_on_repeated_values(family, params):
     """Masses instead of repeats: k copies of a value weigh what one value with weight k does."""
-    from calbench import pit
+    from calbench.metrics import pit
 
     target = make_target(family, params)
     values = np.round(target.law.rvs(size=300, random_state=np.random.default_rng(4)), 1)
@@ -452,7 +452,7 @@ def test_weighted_pit_equals_the_sample_pit_on_repeated_values(family, params):
 
 
 def test_mean_distances_equal_the_direct_sum():
-    from calbench.enumeration_metrics import mean_distances
+    from calbench.metrics.enumeration import mean_distances
 
     rng = np.random.default_rng(5)
     x, w = rng.normal(size=50), rng.random(50)

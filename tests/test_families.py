@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from calbench.families import FAMILIES, Family, InvalidParametersError, Target, make_target, split_points
+from calbench.metrics.sampling import midpoint_quantiles
 from calbench.parse import in_support, parse_number
 from calbench.prompt import prompt_text, read_prompt
-from calbench.sampling_metrics import midpoint_quantiles
 from calbench.space import canonical_space
 
 # (decimals, max_bins): the defaults (soft target, evaluation), a coarse lattice, the hard target.

@@ -14,10 +14,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from calbench import cli, drift, noveltybench
+from calbench import cli, drift
 from calbench.families import FAMILIES, InvalidParametersError, Target, make_target
+from calbench.metrics import noveltybench
+from calbench.metrics.prompt_records import score_prompt
 from calbench.parse import INTEGER_TOLERANCE, classify, parse_number, strip_think
-from calbench.sampling_scores import score_prompt
 
 # The definition strip_think keeps (its former implementation, quadratic on unclosed tags).
 _CLOSED = re.compile(r"<think>.*?</think>", re.DOTALL)

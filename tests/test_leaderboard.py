@@ -12,7 +12,7 @@ import pytest
 
 from calbench import cli, runner
 from calbench.families import FAMILIES
-from calbench.leaderboard import plots, render, score
+from calbench.leaderboard import numbers, plots, render
 from calbench.leaderboard import records as run_records
 from calbench.leaderboard.records import RefusedRunError
 from calbench.stats import Z95, Estimate
@@ -81,30 +81,30 @@ def test_limit_and_cli_overrides_are_refused():
 
 def test_family_score_by_hand():
     # attainable = floor + z95 se = (0.5 - 0.3) + 1.96 * 0.05 = 0.298; valid 0.8 -> 0.8 * 0.298 / 0.5
-    got = score.family_score(Estimate(0.8, 0.04), Estimate(0.5, 0.05), Estimate(0.3, 0.05))
+    got = numbers.family_score(Estimate(0.8, 0.04), Estimate(0.5, 0.05), Estimate(0.3, 0.05))
     s, se = got.value, got.se
     a = 0.2 + Z95 * 0.05
     assert a == pytest.approx(0.298, abs=1e-5)
     assert s == pytest.approx(0.8 * a / 0.5)
     assert se == pytest.approx(math.hypot(a / 0.5 * 0.04, 0.8 * a / 0.25 * 0.05))
     # W1 above the floor but within 1.96 standard errors: full credit
-    assert score.family_score(Estimate(0.9, 0.01), Estimate(0.3, 0.1), Estimate(0.15, 0.1)).value == 0.9
-    assert score.family_score(Estimate(1.0, 0.0), Estimate(0.2, 0.0), Estimate(-0.01, 0.0)).value == 1.0
-    assert score.family_score(Estimate(0.0, 0.01), Estimate(math.nan, 0), Estimate(math.nan, 0)) == Estimate(0.0, 0.0)
+    assert numbers.family_score(Estimate(0.9, 0.01), Estimate(0.3, 0.1), Estimate(0.15, 0.1)).value == 0.9
+    assert numbers.family_score(Estimate(1.0, 0.0), Estimate(0.2, 0.0), Estimate(-0.01, 0.0)).value == 1.0
+    assert numbers.family_score(Estimate(0.0, 0.01), Estimate(math.nan, 0), Estimate(math.nan, 0)) == Estimate(0.0, 0.0)
 
 
 def test_threshold_score_by_hand(records):
     record = copy.deepcopy(records[0])
-    for split in score.NUMERIC_SPLITS:
-        for metrics in record["tasks"][score.SAMPLING_TASKS[split]]["families"].values():
+    for split in numbers.NUMERIC_SPLITS:
+        for metrics in record["tasks"][numbers.SAMPLING_TASKS[split]]["families"].values():
             metrics.update(valid_rate=[1.0, 0.0], w1=[0.5, 0.0], excess_w1=[0.0, 0.0])
-    assert score.threshold_score(record).value == pytest.approx(100.0)
+    assert numbers.threshold_score(record).value == pytest.approx(100.0)
     # the six held-out families answer nothing: 24 of 30 families score 1
     for metrics in record["tasks"]["calbench_numeric_heldout"]["families"].values():
         metrics.update(valid_rate=[0.0, 0.0], w1=[None, None], excess_w1=[None, None])
-    assert score.threshold_score(record).value == pytest.approx(100 * 24 / 30)
+    assert numbers.threshold_score(record).value == pytest.approx(100 * 24 / 30)
     del record["tasks"]["calbench_numeric_heldout"]
-    assert math.isnan(score.threshold_score(record).value)
+    assert math.isnan(numbers.threshold_score(record).value)
 
 
 def test_record_contents(records):
@@ -116,7 +116,7 @@ def test_record_contents(records):
     assert unseen["generation"]["temperature"] == 1.0
     assert set(unseen["families"]) == {f for f, fam in FAMILIES.items() if not fam.heldout}
     assert len(unseen["samples"]) == 24 and all(len(p["values"]) == 100 for p in unseen["samples"])
-    cs_oracle, cs_collapsed = (score.threshold_score(r) for r in records)
+    cs_oracle, cs_collapsed = (numbers.threshold_score(r) for r in records)
     assert cs_oracle.value > 90
     assert cs_collapsed.value < cs_oracle.value - 20
     for record, cs in zip(records, (cs_oracle, cs_collapsed), strict=True):
@@ -128,11 +128,11 @@ def test_record_contents(records):
 
 def _threshold_score_by_hand(record):
     """CS and its standard error from the record's stored family pairs, by the formula in
-    calbench.leaderboard.score's docstring: s_f = v min(1, (floor + z95 se(w1)) / w1), the
+    calbench.leaderboard.numbers's docstring: s_f = v min(1, (floor + z95 se(w1)) / w1), the
     delta method per family, then 100 x the mean over the 30 families, errors in quadrature."""
     parts = []
     for family, fam in FAMILIES.items():
-        task = record["tasks"][score.SAMPLING_TASKS["heldout" if fam.heldout else "unseen"]]
+        task = record["tasks"][numbers.SAMPLING_TASKS["heldout" if fam.heldout else "unseen"]]
         (v, v_se), (w1, w1_se), (excess, _) = (task["families"][family][m] for m in ("valid_rate", "w1", "excess_w1"))
         if not v or w1 is None:  # no valid sample
             parts.append((0.0, 0.0))
@@ -148,53 +148,53 @@ def _threshold_score_by_hand(record):
 
 
 def test_score_is_the_n_free_score_of_the_stored_samples(records):
-    from calbench import calibration_score as n_free
     from calbench.families import make_target
+    from calbench.metrics import calibration as n_free
 
-    oracle, collapsed = (score.calibration_score(r) for r in records)
+    oracle, collapsed = (numbers.calibration_score(r) for r in records)
     assert oracle.value > 95 and oracle.value + Z95 * oracle.se >= 99  # about 100
     assert collapsed.value == pytest.approx(0.0, abs=1e-9)
     for record in records:
         by_family: dict = {}
-        for split in score.NUMERIC_SPLITS:
-            for p in record["tasks"][score.SAMPLING_TASKS[split]]["samples"]:
+        for split in numbers.NUMERIC_SPLITS:
+            for p in record["tasks"][numbers.SAMPLING_TASKS[split]]["samples"]:
                 params = dict(kv.split("=") for kv in p["target"].split("(")[1].rstrip(")").split(","))
                 target = make_target(p["family"], {k: float(v) for k, v in params.items()})
                 by_family.setdefault(p["family"], []).append(n_free.prompt_score(p["values"], p["n"], target))
         means = [sum(e.value for e in f) / len(f) for f in by_family.values()]
         assert len(means) == 30
-        assert score.calibration_score(record).value == pytest.approx(100 * sum(means) / 30, rel=1e-12)
+        assert numbers.calibration_score(record).value == pytest.approx(100 * sum(means) / 30, rel=1e-12)
 
 
 def test_rows_below_the_reference_size_are_marked(records):
     short = copy.deepcopy(records[0])
-    for split in score.NUMERIC_SPLITS:
-        task = short["tasks"][score.SAMPLING_TASKS[split]]
+    for split in numbers.NUMERIC_SPLITS:
+        task = short["tasks"][numbers.SAMPLING_TASKS[split]]
         task["samples_per_prompt"] = 20
         for p in task["samples"]:
             p["values"], p["n"] = p["values"][:20], 20
-    assert score.calibration_score(short) == "too few samples (20 < 50)"
-    assert score.ks_at_n(short) == "too few samples (20 < 100)"
-    assert [r["name"] for r in score.ranked([short, records[1]])] == ["collapsed", "oracle"]  # unscored last
+    assert numbers.calibration_score(short) == "too few samples (20 < 50)"
+    assert numbers.ks_at_n(short) == "too few samples (20 < 100)"
+    assert [r["name"] for r in numbers.ranked([short, records[1]])] == ["collapsed", "oracle"]  # unscored last
     few = copy.deepcopy(records[0])
     first = few["tasks"]["calbench_numeric_unseen"]["samples"][0]
     first["values"] = first["values"][:10]  # 10 valid of 100: below the 50 a chunk needs
-    assert score.below_reference(few).value == pytest.approx(1 / 42)
-    assert score.below_reference(records[0]).value == 0
+    assert numbers.below_reference(few).value == pytest.approx(1 / 42)
+    assert numbers.below_reference(records[0]).value == 0
 
 
 def test_valid_rate_ks_and_pit_from_samples(records):
     oracle, collapsed = records
-    assert score.valid_rate(oracle).value == 1.0
-    assert score.ks_at_n(oracle).value > 0.9  # exact draws pass at p > 1e-4 (one in 10^4 fails)
-    assert score.ks_at_n(collapsed).value < 0.1  # only the Bernoulli prompts' collapse escapes the test
-    assert score.mean_pit_w1(oracle).value < 0.05 < 0.2 < score.mean_pit_w1(collapsed).value <= 0.5
+    assert numbers.valid_rate(oracle).value == 1.0
+    assert numbers.ks_at_n(oracle).value > 0.9  # exact draws pass at p > 1e-4 (one in 10^4 fails)
+    assert numbers.ks_at_n(collapsed).value < 0.1  # only the Bernoulli prompts' collapse escapes the test
+    assert numbers.mean_pit_w1(oracle).value < 0.05 < 0.2 < numbers.mean_pit_w1(collapsed).value <= 0.5
     record = copy.deepcopy(oracle)
     task = record["tasks"]["calbench_numeric_heldout"]
     for p in task["samples"]:
         p["values"] = p["values"][:25]  # a quarter valid in every held-out prompt
     # 24 unseen families at 1, 6 held-out at 1/4, each family pooled over its prompts
-    assert score.valid_rate(record).value == pytest.approx((24 + 6 * 0.25) / 30)
+    assert numbers.valid_rate(record).value == pytest.approx((24 + 6 * 0.25) / 30)
 
 
 def test_pit_histogram_by_hand():
@@ -336,6 +336,6 @@ def test_add_takes_the_adapters_drift(reference_results, tmp_path, capsys):
     files = [str(p) for p in reference_results["calbench-oracle"]]
     assert cli.main(["leaderboard", "add", "x", *common, "--adapter", str(Path("runs/a").resolve()), *files]) == 0
     (record,) = run_records.load_records(store)
-    assert score.drift_metric(record) == Estimate(0.02, 0.001)
+    assert numbers.drift_metric(record) == Estimate(0.02, 0.001)
     assert cli.main(["leaderboard", "add", "y", *common, "--adapter", "runs/b", *files]) == 2
     assert "no drift for adapter runs/b" in capsys.readouterr().err

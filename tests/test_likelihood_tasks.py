@@ -7,12 +7,12 @@ import pytest
 import torch
 
 from calbench.answer_tokens import answer_tokens, terminator
+from calbench.backends.sampler import sample
+from calbench.backends.tree_attention import score_trie
 from calbench.families import FAMILIES, make_target
-from calbench.likelihood_metrics import TokenLogprobs
+from calbench.metrics.likelihood import TokenLogprobs
 from calbench.prompt import encode, prompt_text, render
-from calbench.sampler import sample
 from calbench.space import canonical_space
-from calbench.tree_attention import score_trie
 from calbench.trie import build_trie
 from tests.helpers import evaluate_local, integration_except, load_model, load_tokenizer, pooled_chisquare
 
@@ -27,7 +27,7 @@ def run(model, task, path=None, **kwargs):
 
 
 def calbench_hf(path):
-    from calbench.hf_backend import CalbenchHFLM
+    from calbench.backends.hf import CalbenchHFLM
 
     return CalbenchHFLM(pretrained=str(path), dtype="float32", device="cpu")
 
@@ -135,13 +135,13 @@ def test_calbench_hf_decodes_distinct_contexts_side_by_side(tiny_split, monkeypa
     # follows the model's next-token law after that context alone.
     from lm_eval.api.instance import Instance
 
-    from calbench import hf_backend
+    from calbench.backends import hf
 
     lm = calbench_hf(tiny_split)
     lm.sampling_batch_size = 2500
     calls: list[list[int]] = []
-    real = hf_backend.sample_many
-    monkeypatch.setattr(hf_backend, "sample_many", lambda m, p, c, *a: calls.append(c) or real(m, p, c, *a))
+    real = hf.sample_many
+    monkeypatch.setattr(hf, "sample_many", lambda m, p, c, *a: calls.append(c) or real(m, p, c, *a))
     contexts = [
         f"<|im_start|>user\nPick a token{tail}<|im_end|>\n<|im_start|>assistant\n" for tail in ("", " now", ", any one")
     ]

@@ -8,7 +8,7 @@ import pytest
 from scipy import stats
 
 from calbench.families import make_target
-from calbench.pit import ks_at_n, ks_pvalue, pit_floor, pit_intervals, pit_w1_ks
+from calbench.metrics.pit import ks_at_n, ks_pvalue, pit_floor, pit_intervals, pit_w1_ks
 
 CONTINUOUS = [
     make_target("gaussian", {"mu": 3.5, "sigma": 3}),
@@ -108,7 +108,7 @@ def test_pit_floor():
     ids=lambda t: t.key,
 )  # fmt: skip
 def test_batched_integer_pit_equals_one_row_at_a_time(target):
-    from calbench.pit import integer_pit_w1_ks
+    from calbench.metrics.pit import integer_pit_w1_ks
 
     draws = np.rint(target.law.rvs(size=(40, 37), random_state=np.random.default_rng(2)))
     w1, ks = integer_pit_w1_ks(draws, target)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from calbench import policy, runner
-from calbench.hf_backend import _sampler_temperature
+from calbench.backends.hf import _sampler_temperature
 from calbench.leaderboard.records import RefusedRunError, check_run
 from calbench.policy import GREEDY_TASKS, PURE_SAMPLING, decoding_deviations, greedy_deviations, sampling_deviations
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from calbench import cli, retention
+from calbench import cli
+from calbench.metrics import retention
 from calbench.stats import paired_bootstrap, seed_for
 
 # ---------------------------------------------------------------- generators

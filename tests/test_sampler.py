@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from calbench import sampler
+from calbench.backends import sampler
 from tests.helpers import load_model, pooled_chisquare
 
 

@@ -8,10 +8,11 @@ import math
 import numpy as np
 import pytest
 
-from calbench import sampling_metrics, stats
+from calbench import stats
+from calbench.backends.references import format_answer, mode
 from calbench.families import make_target
-from calbench.reference_lms import format_answer, mode
-from calbench.sampling_scores import PromptScore, score_prompt, summarize
+from calbench.metrics import sampling
+from calbench.metrics.prompt_records import PromptScore, score_prompt, summarize
 from calbench.stats import Estimate
 
 BINOMIAL = make_target("binomial", {"n": 25, "p": 0.5})
@@ -24,9 +25,9 @@ def test_score_prompt_counts_and_values():
     s = score_prompt(BINOMIAL, RESPONSES)
     assert (s.family, s.params) == ("binomial", {"n": 25, "p": 0.5})
     assert (s.n, s.n_parsed, s.n_valid) == (6, 5, 4)
-    assert s.w1 == sampling_metrics.w1(np.array([12, 13, 12, 11]), BINOMIAL.law)
-    assert s.w1 != sampling_metrics.w1(np.array([12, 13, 12, 11, 30]), BINOMIAL.law)  # the violation is not scored
-    assert s.floor == sampling_metrics.oracle_floor(BINOMIAL, 4).median  # the floor at n_valid, not n
+    assert s.w1 == sampling.w1(np.array([12, 13, 12, 11]), BINOMIAL.law)
+    assert s.w1 != sampling.w1(np.array([12, 13, 12, 11, 30]), BINOMIAL.law)  # the violation is not scored
+    assert s.floor == sampling.oracle_floor(BINOMIAL, 4).median  # the floor at n_valid, not n
     assert s.iqr == 3.0
     assert s.value("valid_rate") == Estimate(4 / 6, stats.rate_se(4, 6))
     assert s.value("support_violation_rate") == Estimate(1 / 6, stats.rate_se(1, 6))
@@ -192,7 +193,7 @@ def test_collapsed_samplers_have_positive_excess_w1_in_every_family():
 
 
 def test_prompt_scores_carry_the_pit_metrics():
-    from calbench import pit
+    from calbench.metrics import pit
 
     target = make_target("poisson", {"lambda": 4})
     responses = exact_responses(target, np.random.default_rng(4))

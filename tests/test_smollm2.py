@@ -113,10 +113,10 @@ def test_enumeration_agrees_with_many_samples(smollm2, adapter):
     import torch
     from lm_eval.api.instance import Instance
 
-    from calbench.enumeration_metrics import law_w1, score_enumeration
+    from calbench.backends.hf import CalbenchHFLM
     from calbench.families import make_target
     from calbench.harness import enumeration_settings
-    from calbench.hf_backend import CalbenchHFLM
+    from calbench.metrics.enumeration import law_w1, score_enumeration
     from calbench.parse import classify
     from calbench.prompt import prompt_text
     from calbench.stats import rate_se

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from calbench import cli
+from calbench.leaderboard import numbers, tradeoff
 from calbench.leaderboard import records as run_records
-from calbench.leaderboard import score, tradeoff
 from calbench.leaderboard.records import RefusedRunError
 from calbench.retention_delta import _item_value, item_scores
 
@@ -42,7 +42,7 @@ def _mean_difference(base_file: Path, tuned_file: Path, task: str, metric: str) 
 def test_point_is_the_score_difference_and_the_mean_paired_loss(stored):
     base, soft = _retention_run("base"), _retention_run("soft")
     p = tradeoff.point(stored[BASE], base, stored[SOFT], soft)
-    b, s = score.calibration_score(stored[BASE]), score.calibration_score(stored[SOFT])
+    b, s = numbers.calibration_score(stored[BASE]), numbers.calibration_score(stored[SOFT])
     assert p.calibration_gained.value == pytest.approx(s.value - b.value)
     assert p.calibration_gained.se == pytest.approx(np.hypot(s.se, b.se))
     lost = {key: -_mean_difference(base, soft, *key) for key in tradeoff.RETENTION}
@@ -78,7 +78,7 @@ def test_refusals_name_the_problem(stored, tmp_path, capsys):
     )
     assert "no run record named nobody in" in capsys.readouterr().err
     no_score = json.loads(json.dumps(stored[SOFT]))
-    for split in score.SAMPLING_TASKS.values():
+    for split in numbers.SAMPLING_TASKS.values():
         no_score["tasks"].pop(split, None)
     with pytest.raises(RefusedRunError, match="no calibration score"):
         tradeoff.point(stored[BASE], base, no_score, soft)

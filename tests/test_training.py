@@ -314,7 +314,7 @@ def test_module_entry_point():
 
 
 def test_retain_texts_are_not_the_evaluated_items():
-    from calbench.retention import arithmetic_items, arithmetic_prompt, format_items
+    from calbench.metrics.retention import arithmetic_items, arithmetic_prompt, format_items
     from calbench.training.retain import retain_prompts
 
     texts = retain_prompts()

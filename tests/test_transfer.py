@@ -11,7 +11,8 @@ import pytest
 import torch
 from scipy import stats
 
-from calbench import cli, drift, mcq, noveltybench, openended, runner
+from calbench import cli, drift, runner
+from calbench.metrics import mcq, noveltybench, openended
 from tests.helpers import evaluate_local, load_model, load_tokenizer
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -221,7 +222,7 @@ def test_noveltybench_on_local_fixture_and_cli_scorer(tiny_split, tmp_path, caps
 
 
 def test_noveltybench_fixed_subset_keeps_the_first_prompts():
-    from calbench.transfer_tasks import noveltybench_docs
+    from calbench.harness.transfer import noveltybench_docs
 
     data = str(FIXTURES / "noveltybench_prompts.jsonl")
     everything = noveltybench_docs("curated", data)["test"]

@@ -9,12 +9,12 @@ import pytest
 import torch
 from scipy import stats
 
-from calbench import likelihood_metrics
 from calbench.answer_tokens import answer_tokens, terminator
+from calbench.backends.tree_attention import score_trie
 from calbench.families import make_target
+from calbench.metrics import likelihood
 from calbench.prompt import encode, prompt_text, render
 from calbench.space import canonical_space
-from calbench.tree_attention import score_trie
 from calbench.trie import build_trie
 from tests.helpers import load_model, load_tokenizer
 
@@ -74,9 +74,9 @@ def test_logit_kl_and_seq_kl_equal_brute_force(setup):
                 q[tok_id] = mass / total
             per += float(np.sum(q[q > 0] * (np.log(q[q > 0]) - lp[k].numpy()[q > 0])))
         expected += m * per / len(s)
-    assert likelihood_metrics.logit_kl(trie, scores.edge_logprob) == pytest.approx(expected, rel=1e-5)
+    assert likelihood.logit_kl(trie, scores.edge_logprob) == pytest.approx(expected, rel=1e-5)
     logp = np.array([sum(float(lp[k, t]) for k, t in enumerate(s)) for lp, s in zip(full, seqs, strict=True)])
-    assert likelihood_metrics.seq_kl(space.masses, scores.path_logprob(trie)) == pytest.approx(
+    assert likelihood.seq_kl(space.masses, scores.path_logprob(trie)) == pytest.approx(
         float(np.sum(space.masses * (np.log(space.masses) - logp))), rel=1e-5
     )
 
@@ -86,11 +86,9 @@ def test_a_model_equal_to_its_target_scores_zero():
     seqs = [[1, 2, 9], [1, 3, 9], [4, 9]]
     trie = build_trie(seqs, np.array([0.2, 0.3, 0.5]))
     edges = np.log(trie.q())
-    assert np.allclose(likelihood_metrics.node_kl(trie, edges), 0.0)
-    assert likelihood_metrics.logit_kl(trie, edges) == pytest.approx(0.0, abs=1e-12)
-    path = likelihood_metrics.edge_logprobs(
-        trie, [[float(edges[n]) for n in row[row >= 0]] for row in trie.string_nodes()]
-    )
+    assert np.allclose(likelihood.node_kl(trie, edges), 0.0)
+    assert likelihood.logit_kl(trie, edges) == pytest.approx(0.0, abs=1e-12)
+    path = likelihood.edge_logprobs(trie, [[float(edges[n]) for n in row[row >= 0]] for row in trie.string_nodes()])
     np.testing.assert_allclose(path[1:], edges[1:])
 
 
@@ -99,19 +97,19 @@ def test_exact_w1_against_scipy():
     values = np.sort(rng.normal(size=50))
     p = rng.dirichlet(np.ones(50))
     q = rng.dirichlet(np.ones(50))
-    got = likelihood_metrics.exact_w1(values, p, np.log(q) + 3.0)  # unnormalised: renormalised over Y
+    got = likelihood.exact_w1(values, p, np.log(q) + 3.0)  # unnormalised: renormalised over Y
     assert got == pytest.approx(stats.wasserstein_distance(values, values, q, p), rel=1e-10)
-    assert likelihood_metrics.exact_w1(values, p, np.log(p)) == pytest.approx(0.0, abs=1e-12)
+    assert likelihood.exact_w1(values, p, np.log(p)) == pytest.approx(0.0, abs=1e-12)
 
 
 def test_seq_kl_and_mass():
     p = np.array([0.5, 0.5, 0.0])
     logq = np.log([0.25, 0.25, 0.5])
-    assert likelihood_metrics.seq_kl(p, logq) == pytest.approx(np.log(2))
-    assert likelihood_metrics.canonical_mass(logq) == pytest.approx(1.0)
+    assert likelihood.seq_kl(p, logq) == pytest.approx(np.log(2))
+    assert likelihood.canonical_mass(logq) == pytest.approx(1.0)
 
 
 def test_token_logprobs_survive_pickling():
-    x = likelihood_metrics.TokenLogprobs([3, 4], [-0.5, -0.25])
+    x = likelihood.TokenLogprobs([3, 4], [-0.5, -0.25])
     y = pickle.loads(pickle.dumps(x))
     assert float(y) == -0.75 and y.token_ids == (3, 4) and y.token_logprobs == (-0.5, -0.25)

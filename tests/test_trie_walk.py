@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-from calbench.likelihood_metrics import logit_kl, node_kl
+from calbench.backends.tree_attention import score_trie
+from calbench.metrics.likelihood import logit_kl, node_kl
 from calbench.training.config import TrainConfig
 from calbench.training.data import Example, FullTrieCollator
 from calbench.training.trainer import build
-from calbench.tree_attention import score_trie
 from calbench.trie import build_trie
 
 

@@ -103,7 +103,7 @@ def node_weights(trie: Trie) -> np.ndarray:
 
     The path loss of a string y of L + 1 tokens is the mean of the KL at the L + 1 nodes
     it visits; its expectation under P_Y is Σ_nodes KL(node) Σ_{y visits node} P_Y(y) / (L_y + 1),
-    the walk ``calbench.likelihood_metrics.logit_kl`` also takes (``Trie.path_weights``).
+    the walk ``calbench.metrics.likelihood.logit_kl`` also takes (``Trie.path_weights``).
     """
     return trie.path_weights(trie.mass[trie.ends] / trie.mass[0])
 

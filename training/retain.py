@@ -30,8 +30,8 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from calbench.metrics.retention import arithmetic_items, arithmetic_prompt, format_items
 from calbench.prompt import encode, render
-from calbench.retention import arithmetic_items, arithmetic_prompt, format_items
 
 RETAIN_SEED = 1  # the offline retention suite evaluates the generators' seed 0
 ANSWER_TOKENS = 48  # of the base model's greedy answer to each text

@@ -29,12 +29,12 @@ from transformers import (
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from calbench import model_catalogue
+from calbench.backends.tree_attention import cache_kwarg, output_cache
 from calbench.training import card, run_folder
 from calbench.training.config import TrainConfig
 from calbench.training.data import FullTrieCollator, HardCollator, SoftPathCollator, TrainingSet
 from calbench.training.losses import hard_ce, soft_kl
 from calbench.training.retain import RetainSet, retain_kl
-from calbench.tree_attention import cache_kwarg, output_cache
 
 
 class NonFiniteLossError(FloatingPointError):

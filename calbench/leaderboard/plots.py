@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from calbench import pit
 from calbench.families import FAMILIES, ppf, target_from_key
-from calbench.leaderboard.score import SAMPLING_TASKS, Prompt, calibration_score, prompts, ranked
+from calbench.leaderboard.numbers import SAMPLING_TASKS, Prompt, calibration_score, prompts, ranked
+from calbench.metrics import pit
 from calbench.stats import Z95, Estimate
 
 RANKING = "plots/ranking.png"

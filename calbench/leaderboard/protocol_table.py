@@ -19,9 +19,9 @@ from typing import Any
 
 from tabulate import tabulate
 
-from calbench import calibration_score as n_free
-from calbench.leaderboard import plots, records, score
+from calbench.leaderboard import numbers, plots, records
 from calbench.leaderboard.render import csv_text, splice_readme
+from calbench.metrics import calibration as n_free
 from calbench.policy import arrow
 from calbench.protocols import PROTOCOLS
 from calbench.results_tables import fmt
@@ -39,7 +39,7 @@ class Run:
     system: str
     protocol: str
     overall: Mapping[str, Any]  # the record's [value, se] pairs
-    rows: Mapping[str, Sequence[score.Prompt]]
+    rows: Mapping[str, Sequence[numbers.Prompt]]
 
     @property
     def samples_per_prompt(self) -> int:
@@ -54,12 +54,12 @@ def load_runs(stored: Sequence[Mapping[str, Any]]) -> list[Run]:
     for record in ranked:
         found = {}
         for task, entry in record["tasks"].items():
-            protocol = score.sampling_protocol(task)
+            protocol = numbers.sampling_protocol(task)
             if protocol is None or not task.startswith(QUICK):
                 continue
             if "samples" not in entry:
                 raise records.RefusedRunError(f"{record['name']}: {task} has no stored samples")
-            found[protocol] = Run(record["name"], protocol, entry["overall"], score.prompt_rows(entry["samples"]))
+            found[protocol] = Run(record["name"], protocol, entry["overall"], numbers.prompt_rows(entry["samples"]))
         runs += [found[p] for p in ORDER if p in found]
     if not runs:
         raise records.RefusedRunError(f"no run records of {QUICK} or its protocol variants")
@@ -67,17 +67,17 @@ def load_runs(stored: Sequence[Mapping[str, Any]]) -> list[Run]:
 
 
 def cells(run: Run, ks_n: int) -> list[Estimate]:
-    q = score.sample_quality(run.rows, ks_n)
+    q = numbers.sample_quality(run.rows, ks_n)
     undefined = Estimate(math.nan, math.nan)  # the independent tasks report no protocol diagnostics
 
     def extra(metric: str) -> Estimate:
-        return undefined if run.protocol == "independent" else score.estimate(run.overall.get(metric))
+        return undefined if run.protocol == "independent" else numbers.estimate(run.overall.get(metric))
 
     return [
         q["valid_rate"],
         q["calibration_score"],
         q["pit_w1"],
-        score.estimate(run.overall.get("excess_w1_iqr_median")),
+        numbers.estimate(run.overall.get("excess_w1_iqr_median")),
         q["ks_at_n"],
         extra("well_formed_rate"),
         extra("tokens_per_valid"),

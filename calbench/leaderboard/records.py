@@ -25,7 +25,13 @@ from typing import Any
 
 from calbench import protocols, results_tables
 from calbench.families import FAMILIES, make_target
-from calbench.leaderboard.score import EXACT_TASKS, LIKELIHOOD_TASKS, NUMERIC_SPLITS, SAMPLING_TASKS, sampling_protocol
+from calbench.leaderboard.numbers import (
+    EXACT_TASKS,
+    LIKELIHOOD_TASKS,
+    NUMERIC_SPLITS,
+    SAMPLING_TASKS,
+    sampling_protocol,
+)
 from calbench.parse import classify
 from calbench.policy import GREEDY_TASKS, PURE_SAMPLING, active_generation_config, decoding_deviations
 from calbench.stats import Estimate

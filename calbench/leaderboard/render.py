@@ -16,8 +16,7 @@ from typing import Any
 from tabulate import tabulate
 
 from calbench.leaderboard import plots
-from calbench.leaderboard.records import RefusedRunError, atomic_write, named_records
-from calbench.leaderboard.score import (
+from calbench.leaderboard.numbers import (
     EXACT_TASKS,
     LIKELIHOOD_TASKS,
     SAMPLING_TASKS,
@@ -34,6 +33,7 @@ from calbench.leaderboard.score import (
     tier_metric,
     valid_rate,
 )
+from calbench.leaderboard.records import RefusedRunError, atomic_write, named_records
 from calbench.policy import arrow
 from calbench.results_tables import fmt
 from calbench.stats import Estimate
@@ -162,8 +162,8 @@ def render(records: Sequence[Mapping[str, Any]], plot_files: Sequence[str] = ())
         "",
         "Rendered by `calbench leaderboard render` from the run records in `results/`; do not edit by hand.",
         "Value ± 95% interval half-width (1.96 standard errors); `n/a` where a system was not run on a task.",
-        "**score** is calbench's calibration score (0-100, higher is better; `calbench/calibration_score.py`,",
-        "`calbench/leaderboard/score.py` and the top-level README), computed from each row's stored samples. Per",
+        "**score** is calbench's calibration score (0-100, higher is better; `calbench/metrics/calibration.py`,",
+        "`calbench/leaderboard/numbers.py` and the top-level README), computed from each row's stored samples. Per",
         "prompt: the valid share times the mean quality of disjoint chunks of 50 valid answers, a chunk's",
         "quality being its PIT distance to uniform placed between exact sampling's 95th percentile (1) and a",
         "collapse onto the median (0); averaged over prompts, then over the 30 families. It does not depend on",

@@ -26,8 +26,8 @@ from typing import Any
 
 from tabulate import tabulate
 
+from calbench.leaderboard.numbers import calibration_score, drift_metric, mean_pit_w1, task_metric
 from calbench.leaderboard.records import RefusedRunError, atomic_write
-from calbench.leaderboard.score import calibration_score, drift_metric, mean_pit_w1, task_metric
 from calbench.results_tables import fmt
 from calbench.retention_delta import paired_deltas
 from calbench.stats import Z95, Estimate, PairedDelta

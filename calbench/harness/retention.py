@@ -1,6 +1,6 @@
 """lm-eval adapters for the offline retention suite (tag ``calbench_retention_offline``).
 
-The items and checkers are ``calbench.retention``'s; this module only builds lm-eval
+The items and checkers are ``calbench.metrics.retention``'s; this module only builds lm-eval
 documents and turns responses into per-item records. ``calbench_arithmetic`` and
 ``calbench_format_following`` decode greedily (``policy.GREEDY_TASKS``) and report their
 accuracies overall and per level / instruction kind (``<metric>/<level>``), each a rate with
@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from calbench import retention
-from calbench.harness import CalbenchTask
+from calbench.harness.base import CalbenchTask
+from calbench.metrics import retention
 from calbench.stats import Estimate, Summary, rate
 
 

@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from calbench import mcq
+from calbench.metrics import mcq
 from calbench.parse import strip_think
 from calbench.stats import seed_for
 

@@ -1,6 +1,6 @@
 """Sample-free calibration metrics, from a model's enumerated answer distribution.
 
-``calbench.answer_enumeration`` gives, for one prompt, the probability of every number the
+``calbench.backends.enumeration`` gives, for one prompt, the probability of every number the
 model samples (and the mass that is not a number, or still unresolved). These metrics are
 pure functions of that distribution and the law; nothing is sampled, so nothing carries
 Monte-Carlo noise. Per prompt (↓ lower is better, ↑ higher is better):
@@ -31,7 +31,7 @@ Monte-Carlo noise. Per prompt (↓ lower is better, ↑ higher is better):
   λ W1(S, Q) ≤ Σ r_i / (V + R) max_{y in I_i} E_Q|X - y| of Q, where I_i is what prefix i can
   still reach, exponents included, clipped to the window (E_Q|X - y| is convex in y, so the
   maximum sits at an end of I_i);
-* ``enum_pit_w1`` ↓ W1 between the PIT of Q and Uniform(0, 1) (``calbench.pit``, with
+* ``enum_pit_w1`` ↓ W1 between the PIT of Q and Uniform(0, 1) (``calbench.metrics.pit``, with
   masses for weights; integer laws with the non-randomized PIT).
 
 Aggregation as for the likelihood metrics: the mean over a family's prompts, then equal
@@ -42,15 +42,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from calbench import pit
-from calbench.answer_enumeration import Enumeration
 from calbench.families import Target, ppf
+from calbench.metrics import pit
+from calbench.metrics.sampling import iqr
 from calbench.parse import in_support
-from calbench.sampling_metrics import iqr
 from calbench.space import TAIL, canonical_space
 from calbench.stats import Estimate, Summary, bootstrap_median, quadrature_mean
 
@@ -67,6 +67,44 @@ METRICS = (
 MEDIAN_METRICS = ("enum_w1_iqr", "enum_pit_w1")
 GAUSS_NODES = 16  # Gauss-Legendre nodes per piece of the partition
 GRID = 512  # equal pieces the folded range is cut into (before atoms and crossings are added)
+
+
+@dataclass
+class Enumeration:
+    """One prompt's answer distribution (masses are probabilities of whole samples).
+
+    ``values``/``masses``: every complete answer that parses, merged by value (inside the
+    law's support or not: the metrics decide); ``resolved``: (midpoint, width, mass) of the
+    prefixes the resolution rule counted as valid answers (clipped to the window);
+    ``impossible_mass``: the prefixes it found outside the support; ``frontier``: (low, high,
+    mass) of the prefixes still unexpanded, with the interval their continuations reach,
+    exponents included.
+    """
+
+    values: np.ndarray
+    masses: np.ndarray
+    resolved: np.ndarray  # (k, 3): midpoint, width, mass
+    frontier: np.ndarray  # (m, 3): low, high, mass
+    invalid_mass: float
+    impossible_mass: float = 0.0
+    decode_mismatch_mass: float = 0.0
+    nodes: int = 0  # prefixes expanded (the prompt's own last position included)
+    tokens_fed: int = 0  # tokens through the model, the prompt included
+    texts: dict[float, str] = field(default_factory=dict)  # the most probable text of each value
+
+    @property
+    def residual_mass(self) -> float:
+        return float(self.frontier[:, 2].sum())
+
+    @property
+    def resolved_mass(self) -> float:
+        return float(self.resolved[:, 2].sum())
+
+    def __str__(self) -> str:  # lm-eval logs a response with str(): keep samples logs small
+        return (
+            f"Enumeration({self.values.size} answers, mass {self.masses.sum():.4f} complete, "
+            f"{self.resolved_mass:.4f} resolved, {self.impossible_mass:.4f} impossible, {self.invalid_mass:.4f} invalid, {self.residual_mass:.4f} residual)"
+        )
 
 
 def folded_range(target: Target) -> tuple[float, float]:

@@ -6,17 +6,17 @@ tokenization is kept), faster:
 * first_token_support, calbench's own request kind (the open-ended task's first answer
   token): the top-p support sizes of the next-token distribution after a prompt;
 * loglikelihood: requests that share a context are scored as one token trie with
-  ``calbench.tree_attention.score_trie`` (the prompt once, then one token per trie node, instead
+  ``calbench.backends.tree_attention.score_trie`` (the prompt once, then one token per trie node, instead
   of prompt + answer per request), and each answer comes back as a
   ``likelihood_metrics.TokenLogprobs`` carrying its per-token terms, from which calbench's
   likelihood tasks compute the exact ``logit_kl``;
 * enumerate_numeric_answers, calbench's request kind for the sample-free tasks: the whole
   distribution of the number the model samples, by best-first enumeration of its token tree
-  (``calbench.answer_enumeration``);
+  (``calbench.backends.enumeration``);
 * generate_until: the N repeats of a prompt share one prefill of the prompt, then decode
   as one batch (up to ``sampling_batch_size`` samples) with the same sampling settings.
   Plain softmax sampling (the numeric tasks: T, top_k 0, top_p 1, stop at EOS) and greedy
-  decoding (the retention tasks) run calbench's own decoding loop (``calbench.sampler``), which also shares every common
+  decoding (the retention tasks) run calbench's own decoding loop (``calbench.backends.sampler``), which also shares every common
   prefix among the samples, drops finished ones and moves only the cache rows that
   change, and decodes distinct prompts side by side (their common prefix once) while
   the batch and its KV cache have room; any other settings run HF generate on the shared prompt cache.
@@ -39,11 +39,12 @@ from lm_eval.models.huggingface import HFLM
 from lm_eval.models.utils import handle_stop_sequences, normalize_gen_kwargs, postprocess_generated_text
 from tqdm import tqdm
 
-from calbench.answer_enumeration import Budget, Enumeration, TokenTable, answer_space, enumerate_answers
-from calbench.likelihood_metrics import TokenLogprobs
+from calbench.backends.enumeration import Budget, TokenTable, answer_space, enumerate_answers
+from calbench.backends.sampler import sample_many
+from calbench.backends.tree_attention import cache_kwarg, output_cache, score_trie
+from calbench.metrics.enumeration import Enumeration
+from calbench.metrics.likelihood import TokenLogprobs
 from calbench.policy import greedy_deviations, sampling_deviations
-from calbench.sampler import sample_many
-from calbench.tree_attention import cache_kwarg, output_cache, score_trie
 from calbench.trie import build_trie
 
 
@@ -144,7 +145,7 @@ class CalbenchHFLM(HFLM):
         """calbench's own request kind (``policy.FIRST_TOKEN_SUPPORT``): per request ``(context,)``,
         the top-p support sizes of the next-token distribution after the context, tokenized
         as ``generate_until`` tokenizes it (the distribution the first answer token is drawn from)."""
-        from calbench.openended import support_sizes
+        from calbench.metrics.openended import support_sizes
 
         sizes: dict[str, dict[float, int]] = {}
         for request in tqdm(requests, desc="calbench-hf first-token support", disable=disable_tqdm):
@@ -219,7 +220,7 @@ class CalbenchHFLM(HFLM):
     def enumerate_numeric_answers(self, requests: list[Any], disable_tqdm: bool = False) -> list[Enumeration]:
         """calbench's request kind (``policy.ENUMERATE_ANSWERS``): per request ``(context, generation
         settings, enumeration settings)``, the distribution of the number sampling would return
-        (``calbench.answer_enumeration``), under exactly the prompt, stop tokens, token cap and
+        (``calbench.backends.enumeration``), under exactly the prompt, stop tokens, token cap and
         decoding that ``generate_until`` uses."""
         if self.think_end_token is not None:
             raise ValueError(

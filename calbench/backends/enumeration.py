@@ -6,7 +6,7 @@ That language is small, so instead of sampling, :func:`enumerate_answers` walks 
 model's token tree directly. It keeps a frontier of token prefixes whose decoded text can
 still become a valid answer and always expands the most probable one next (in batches,
 the prompt computed once, each prefix attending to its ancestors through a tree mask as in
-``calbench.tree_attention``). Expanding a prefix gives its next-token distribution, which
+``calbench.backends.tree_attention``). Expanding a prefix gives its next-token distribution, which
 splits the prefix's probability exactly into
 
 * answers that end here (the stop token after a complete number, or a number at the
@@ -50,15 +50,16 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 
+from calbench.backends.tree_attention import output_cache, tree_forward
+from calbench.metrics.enumeration import Enumeration
 from calbench.parse import parse_number
-from calbench.tree_attention import output_cache, tree_forward
 
 # Lexer states of the answer language [ws] [+-] (digits [. digits*] | . digits) [eE [+-] digits] [ws].
 LEAD, SIGN, INT, DOT, POINT, FRAC, EXP, EXP_SIGN, EXP_DIGITS, TRAIL = range(10)
@@ -169,44 +170,6 @@ def answer_space(settings: dict[str, Any]) -> AnswerSpace:
     lo, hi = settings["support"]
     w_lo, w_hi = settings["window"]
     return AnswerSpace((float(lo), float(hi)), bool(settings["integer"]), (float(w_lo), float(w_hi)))
-
-
-@dataclass
-class Enumeration:
-    """One prompt's answer distribution (masses are probabilities of whole samples).
-
-    ``values``/``masses``: every complete answer that parses, merged by value (inside the
-    law's support or not: the metrics decide); ``resolved``: (midpoint, width, mass) of the
-    prefixes the resolution rule counted as valid answers (clipped to the window);
-    ``impossible_mass``: the prefixes it found outside the support; ``frontier``: (low, high,
-    mass) of the prefixes still unexpanded, with the interval their continuations reach,
-    exponents included.
-    """
-
-    values: np.ndarray
-    masses: np.ndarray
-    resolved: np.ndarray  # (k, 3): midpoint, width, mass
-    frontier: np.ndarray  # (m, 3): low, high, mass
-    invalid_mass: float
-    impossible_mass: float = 0.0
-    decode_mismatch_mass: float = 0.0
-    nodes: int = 0  # prefixes expanded (the prompt's own last position included)
-    tokens_fed: int = 0  # tokens through the model, the prompt included
-    texts: dict[float, str] = field(default_factory=dict)  # the most probable text of each value
-
-    @property
-    def residual_mass(self) -> float:
-        return float(self.frontier[:, 2].sum())
-
-    @property
-    def resolved_mass(self) -> float:
-        return float(self.resolved[:, 2].sum())
-
-    def __str__(self) -> str:  # lm-eval logs a response with str(): keep samples logs small
-        return (
-            f"Enumeration({self.values.size} answers, mass {self.masses.sum():.4f} complete, "
-            f"{self.resolved_mass:.4f} resolved, {self.impossible_mass:.4f} impossible, {self.invalid_mass:.4f} invalid, {self.residual_mass:.4f} residual)"
-        )
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from typing import Any
 
 from lm_eval.api.instance import Instance
 
-from calbench import mcq, noveltybench, openended
-from calbench.harness import CalbenchTask
+from calbench.harness.base import CalbenchTask
+from calbench.metrics import mcq, noveltybench, openended
 from calbench.policy import FIRST_TOKEN_METADATA, FIRST_TOKEN_SUPPORT
 from calbench.stats import Estimate, Summary, bootstrap_median, rate, rate_se, sample_mean
 

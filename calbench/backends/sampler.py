@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from transformers.cache_utils import DynamicLayer
 
-from calbench.tree_attention import cache_kwarg, output_cache
+from calbench.backends.tree_attention import cache_kwarg, output_cache
 
 
 def arrange(parent: list[int]) -> tuple[list[int], list[int], list[int]]:

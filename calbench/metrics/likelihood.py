@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from calbench.families import Target
-from calbench.sampling_metrics import iqr
+from calbench.metrics.sampling import iqr
 from calbench.space import Space
 from calbench.stats import Estimate, Summary, quadrature_mean
 from calbench.trie import Trie, build_trie

@@ -7,7 +7,7 @@ all m when m < M_REF). Each chunk's quality is
 
     q = clip((C - pit_w1) / (C - q95), 0, 1),
 
-where ``pit_w1`` is the chunk's PIT distance to uniform (``calbench.pit``), q95 the 95th
+where ``pit_w1`` is the chunk's PIT distance to uniform (``calbench.metrics.pit``), q95 the 95th
 percentile of what exact draws score at the chunk's size, and C the distance of a sampler
 collapsed on the law's median (1/4 for continuous laws, every u at 1/2; for integer laws the
 median value's non-randomized PIT interval): a chunk within exact sampling's 95% range gets
@@ -21,7 +21,7 @@ Why it is n-free: v's estimate is unbiased at any N, and each chunk has M_REF va
 whatever N is, so E[q] is the same at N = 100 and N = 10^5; more samples only add chunks
 (a smaller standard error). That holds once a prompt has M_REF valid answers: below, its one
 chunk is smaller and scored against exact sampling at its own size, which is not n-free: the
-leaderboard (``calbench.leaderboard.score``) refuses rows with fewer than M_REF samples per
+leaderboard (``calbench.leaderboard.numbers``) refuses rows with fewer than M_REF samples per
 prompt and shows the share of prompts below M_REF valid answers. An exact sampler scores
 about 100, a collapsed one or one that never answers in format 0. Standard errors: v's Agresti-Coull; the chunk qualities' spread
 over sqrt(k) (one chunk: the bootstrap's, the chunk resampled 200 times); in
@@ -35,8 +35,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from calbench import pit
 from calbench.families import Target
+from calbench.metrics import pit
 from calbench.stats import Estimate, quadrature_mean, rate_se, seed_for
 
 M_REF = 50  # valid answers per chunk: the reference sample size of the score

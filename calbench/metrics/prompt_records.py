@@ -7,7 +7,7 @@ comes with a standard error (``calbench.stats``).
 
 Metrics (per prompt; ↓ lower is better, ↑ higher is better):
 
-* ``w1`` ↓ Wasserstein-1 of the valid samples to the law (``calbench.sampling_metrics.w1``);
+* ``w1`` ↓ Wasserstein-1 of the valid samples to the law (``calbench.metrics.sampling.w1``);
 * ``w1_iqr`` ↓ ``w1`` divided by the law's IQR;
 * ``excess_w1`` ↓ ``w1`` minus the oracle floor (what exact draws score at that n);
   0 for a perfect sampler; ``excess_w1_iqr`` ↓ the same divided by the IQR;
@@ -16,7 +16,7 @@ Metrics (per prompt; ↓ lower is better, ↑ higher is better):
 * ``gof_pass_rate`` ↑ share of prompts whose samples pass KS (continuous laws) or the
   pooled chi-square test (integer laws) at the 5% level;
 * ``pit_w1`` ↓ W1 between the samples' (non-randomized) PIT values and Uniform(0, 1), the same
-  scale for every family, in [0, 1/2] (``calbench.pit``); ``excess_pit_w1`` ↓ the same minus
+  scale for every family, in [0, 1/2] (``calbench.metrics.pit``); ``excess_pit_w1`` ↓ the same minus
   what exact draws score at that n; ``pit_ks`` ↓ the KS statistic of the PIT values;
 * ``ks_at_n`` ↑ share of prompts whose first 100 valid samples pass the KS test at p > 1e-4
   (integer laws: calibrated by simulation); fewer than 100 valid samples is a fail.
@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from calbench import pit, sampling_metrics
 from calbench.families import FAMILIES, Target, make_target
+from calbench.metrics import pit, sampling
 from calbench.parse import classify
 from calbench.stats import UNDEFINED, Estimate, Summary, bootstrap_median, quadrature_mean, rate, seed_for
 
@@ -61,7 +61,7 @@ class PromptScore:
     gof_test: str
     gof_stat: float
     gof_pvalue: float
-    # PIT metrics (calbench.pit); defaults for records logged before they existed.
+    # PIT metrics (calbench.metrics.pit); defaults for records logged before they existed.
     pit_w1: float = math.nan
     pit_w1_se: float = math.nan
     pit_floor: float = math.nan
@@ -115,9 +115,9 @@ def score_prompt(target: Target, responses: Sequence[str], seed: int | None = No
     answers = [classify(r, target) for r in responses]
     values = np.array([a.value for a in answers if a.valid], dtype=float)
     n_valid = int(values.size)
-    floor = sampling_metrics.oracle_floor(target, n_valid)
+    floor = sampling.oracle_floor(target, n_valid)
     seed = seed_for("bootstrap", target.key, len(responses)) if seed is None else seed
-    test, stat, pvalue = sampling_metrics.goodness_of_fit(values, target) if n_valid else ("none", math.nan, math.nan)
+    test, stat, pvalue = sampling.goodness_of_fit(values, target) if n_valid else ("none", math.nan, math.nan)
     pit_w1_value, pit_ks_value = pit.pit_w1_ks(*pit.pit_intervals(values, target))
     pit_floor = pit.pit_floor(target, n_valid)
     return PromptScore(
@@ -126,11 +126,11 @@ def score_prompt(target: Target, responses: Sequence[str], seed: int | None = No
         n=len(responses),
         n_parsed=sum(a.parsed for a in answers),
         n_valid=n_valid,
-        w1=sampling_metrics.w1(values, target.law),
-        w1_se=sampling_metrics.w1_se(values, target, seed=seed),
+        w1=sampling.w1(values, target.law),
+        w1_se=sampling.w1_se(values, target, seed=seed),
         floor=floor.median,
         floor_se=floor.se,
-        iqr=sampling_metrics.iqr(target),
+        iqr=sampling.iqr(target),
         gof_test=test,
         gof_stat=stat,
         gof_pvalue=pvalue,

@@ -1,7 +1,7 @@
 """The leaderboard's numbers, read from run records: the calibration score and its parts (pure).
 
 The **calibration score** (0-100, higher is better) ranks systems on the numeric sampling
-tasks. It is ``calbench.calibration_score`` applied to the valid answers the record stores
+tasks. It is ``calbench.metrics.calibration`` applied to the valid answers the record stores
 for each of the 42 selected prompts (24 unseen-parameter families, 6 held-out): per prompt,
 the valid share times the mean quality of disjoint chunks of 50 valid answers, each chunk's
 PIT distance to uniform placed between exact sampling's 95th percentile (full credit) and a
@@ -37,9 +37,9 @@ from typing import Any
 
 import numpy as np
 
-from calbench import calibration_score as n_free
-from calbench import pit
 from calbench.families import FAMILIES, Target, target_from_key
+from calbench.metrics import calibration as n_free
+from calbench.metrics import pit
 from calbench.stats import UNDEFINED, Z95, Estimate, quadrature_mean, rate
 
 NUMERIC_SPLITS = ("unseen", "heldout")

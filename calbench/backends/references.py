@@ -12,9 +12,8 @@ with K exact draws for a batch, an exact draw from a generator seeded by the req
 an SSoT-shaped answer, and a verbalized list of k exact draws with probability 1/k each (one
 value drawn from it is an exact draw); the collapsed reference with the mode throughout.
 
-Both check, end to end, that the prompts, the parser and the metrics agree. lm-eval has
-no plugin discovery for models: ``register()`` adds them to its registry in-process,
-which ``calbench eval`` and ``calbench demo`` do before handing over to lm-eval.
+Both check, end to end, that the prompts, the parser and the metrics agree
+(``calbench.backends.register`` adds them to lm-eval's registry).
 """
 
 from __future__ import annotations
@@ -24,13 +23,12 @@ from typing import Any
 
 import numpy as np
 from lm_eval.api.model import LM
-from lm_eval.api.registry import register_model
 from tqdm import tqdm
 
 from calbench import protocols
-from calbench.answer_enumeration import Enumeration
 from calbench.families import Target, ppf
-from calbench.likelihood_metrics import TokenLogprobs
+from calbench.metrics.enumeration import Enumeration
+from calbench.metrics.likelihood import TokenLogprobs
 from calbench.space import DEFAULT_DECIMALS, HARD_MAX_BINS, canonical_space
 from calbench.stats import seed_for
 from calbench.trie import build_trie
@@ -196,15 +194,3 @@ MODELS: dict[str, type[ReferenceLM]] = {
     "calbench-oracle": OracleLM,
     "calbench-collapsed": CollapsedLM,
 }
-
-
-def register() -> None:
-    """Add calbench's models to lm-eval's model registry (idempotent): the references and calbench-hf."""
-    import lm_eval.models  # noqa: F401 - lm-eval only imports its own models into an empty registry
-    from lm_eval.api.registry import MODEL_REGISTRY
-
-    from calbench.hf_backend import CalbenchHFLM
-
-    for name, cls in {**MODELS, "calbench-hf": CalbenchHFLM}.items():
-        if name not in MODEL_REGISTRY:
-            register_model(name)(cls)

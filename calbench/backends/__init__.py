@@ -1,0 +1,22 @@
+"""calbench's lm-eval backends: ``calbench-hf`` (``hf``: its sampler, tree attention and the
+answer enumeration search) and the reference systems (``references``: an exact sampler and a
+collapsed one).
+
+lm-eval has no plugin discovery for models: ``register()`` adds them to its registry
+in-process, which ``calbench eval`` and ``calbench demo`` do before handing over to lm-eval.
+"""
+
+from __future__ import annotations
+
+
+def register() -> None:
+    """Add calbench's models to lm-eval's model registry (idempotent): calbench-hf and the references."""
+    import lm_eval.models  # noqa: F401 - lm-eval only imports its own models into an empty registry
+    from lm_eval.api.registry import MODEL_REGISTRY, register_model
+
+    from calbench.backends.hf import CalbenchHFLM
+    from calbench.backends.references import MODELS
+
+    for name, cls in {**MODELS, "calbench-hf": CalbenchHFLM}.items():
+        if name not in MODEL_REGISTRY:
+            register_model(name)(cls)

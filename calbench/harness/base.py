@@ -1,0 +1,116 @@
+"""The base of calbench's lm-eval tasks: one JSON record per document, aggregated by calbench.
+
+lm-eval prints a ``<metric>_stderr`` value next to each metric; calbench fills it with the
+metric's standard error. Per-family results appear in lm-eval's own table: besides the
+overall metrics (equal weight over families), each task reports ``<metric>/<family>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any
+
+from lm_eval.api.task import ConfigurableTask
+
+from calbench import policy
+from calbench.families import FAMILIES
+from calbench.stats import Summary
+
+
+def keep_all(resps: Sequence[Sequence[str]], docs: Sequence[dict[str, Any]]) -> Sequence[Sequence[str]]:
+    """Filter that keeps every repeat (lm-eval's default keeps only the first)."""
+    return resps
+
+
+def metric_keys(metrics: Sequence[str], family: str | None = None, stderr: bool = True) -> list[str]:
+    """Names a document reports: ``<metric>``, or ``<metric>/<family>`` when ``family`` is given."""
+    names = list(metrics) if family is None else [f"{m}/{family}" for m in metrics]
+    # A metric's standard error must come after the metric: lm-eval first writes "N/A"
+    # under "<metric>_stderr", then the aggregation of our "<metric>_stderr" replaces it.
+    return [k for name in names for k in ((name, f"{name}_stderr") if stderr else (name,))]
+
+
+def _aggregate(
+    summarize: Callable[[list[dict[str, Any]]], Summary],
+    group: str,
+    key: str,
+    items: list[dict[str, Any]],
+) -> float:
+    base, stderr, _ = key.partition("_stderr")
+    metric, _, family = base.partition("/")
+    records = [i for i in items if not family or i[group] == family]
+    if not records:  # a family all of whose prompts `--limit` left out
+        return float("nan")
+    summary = summarize(records)
+    estimate = summary.families[family][metric] if family else summary.overall[metric]
+    return estimate.se if stderr else estimate.value
+
+
+class CalbenchTask(ConfigurableTask):
+    """A ConfigurableTask scored by calbench: one JSON record per document, aggregated by calbench.
+
+    Subclasses name their metrics and turn (document, model outputs) into a record.
+    ``--metadata '{"num_samples": N}'`` sets ``repeats`` for a run (sampling tasks only: a
+    likelihood task scores every answer once, whatever N).
+    """
+
+    OVERALL: tuple[str, ...] = ()  # reported over the whole task
+    PER_FAMILY: tuple[str, ...] = ()  # also reported per family
+    OPTIONAL: tuple[str, ...] = ()  # reported only when a record defines them
+    STDERR = True  # calbench fills lm-eval's stderr column
+    SAMPLED = True  # False: one answer per item whatever num_samples (greedy tasks)
+    GROUP = "family"  # the document column (and record key) the per-group metrics split on
+    GROUPS: tuple[str, ...] = tuple(FAMILIES)  # its values, in report order
+
+    def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        config = dict(config or {})
+        config.pop("class", None)  # lm-eval hands the YAML's own `class:` key back to us
+        super().__init__(config=config, **kwargs)
+        n = (self.config.metadata or {}).get("num_samples")
+        if n is not None:
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise ValueError(f"{self.config.task}: metadata num_samples must be a positive integer, got {n!r}")
+            if self.config.output_type == "generate_until" and self.SAMPLED:  # exact tasks score each answer once
+                self.config.repeats = n
+        # Every document reports every family's keys (each aggregation keeps its own
+        # family's records), so lm-eval sees equal counts for all metrics.
+        split = self.dataset[self.config.test_split]
+        present = set(split[self.GROUP]) if self.GROUP in split.column_names else set()
+        self._families = [f for f in self.GROUPS if f in present]
+
+    def download(self, dataset_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        # Same as lm-eval's custom_dataset path, without its warning about --metadata.
+        self.dataset = self.config.custom_dataset(**(self.config.metadata or {}), **(self.config.dataset_kwargs or {}))
+
+    @staticmethod
+    def summarize(records: list[dict[str, Any]]) -> Summary:
+        raise NotImplementedError
+
+    def record(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _grouped_keys(self, optional: Sequence[str]) -> list[tuple[str, str | None]]:
+        """Every key a document reports, with its group (None: overall)."""
+        overall = [(k, None) for k in metric_keys([*self.OVERALL, *optional], stderr=self.STDERR)]
+        per_family = [*self.PER_FAMILY, *optional]
+        return overall + [(k, f) for f in self._families for k in metric_keys(per_family, f, self.STDERR)]
+
+    def _all_keys(self, optional: Sequence[str]) -> list[str]:
+        return [k for k, _ in self._grouped_keys(optional)]
+
+    def process_results(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
+        record = self.record(doc, results)
+        optional = [m for m in self.OPTIONAL if record.get(m) is not None]
+        # Another group's keys get only the group (their aggregation leaves this record out):
+        # lm-eval logs every key's value, and a full record under each group's keys made
+        # samples logs tens of megabytes.
+        mine, stub = record.get(self.GROUP), {self.GROUP: record.get(self.GROUP)}
+        return {k: record if g in (None, mine) else stub for k, g in self._grouped_keys(optional)}
+
+    def aggregation(self) -> dict[str, Callable[[list[Any]], float]]:
+        keys = self._all_keys(self.OPTIONAL)
+        return {k: partial(_aggregate, type(self).summarize, self.GROUP, k) for k in keys}
+
+    def higher_is_better(self) -> dict[str, bool]:
+        return {k: policy.higher_is_better(k) for k in self._all_keys(self.OPTIONAL)}
