@@ -6,6 +6,8 @@ every aggregation goes through the functions here, so there is one rule per ques
 * ``rate``: a share k / n with the Agresti-Coull standard error (``rate_se``);
 * ``quadrature_mean``: the mean of independent estimates, standard errors combined in
   quadrature (families of a task, prompts of a family, families of a tier);
+* ``family_means``: calbench's one aggregation of per-prompt values: the mean over each
+  family's prompts, then equal weight over families (both ``quadrature_mean``);
 * ``sample_mean``: the mean of plain values that are a sample (prompts of a transfer
   task, paragraphs of the drift text), standard error from their spread;
 * ``bootstrap_median``: the median of estimates (parametric bootstrap) or of a sample
@@ -26,9 +28,9 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
 import numpy as np
 
@@ -37,6 +39,7 @@ BOOTSTRAP_DRAWS = 2000
 
 NanPolicy = Literal["propagate", "omit"]
 MedianNanPolicy = Literal["omit", "worst"]
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,34 @@ def quadrature_mean(estimates: Sequence[Estimate], nan: NanPolicy) -> Estimate:
     if not math.isfinite(mean):  # the sum overflowed (values near 1e308): divide first
         mean = float(np.sum(values / len(kept)))
     return Estimate(mean, se)
+
+
+def by_family(records: Iterable[R], family: Callable[[R], str]) -> dict[str, list[R]]:
+    """Records grouped by family, families in order of first appearance."""
+    out: dict[str, list[R]] = {}
+    for r in records:
+        out.setdefault(family(r), []).append(r)
+    return out
+
+
+def family_means(
+    groups: Mapping[str, Sequence[R]],
+    metrics: Sequence[str],
+    value: Callable[[R, str], Estimate],
+    nan: NanPolicy = "propagate",
+) -> tuple[dict[str, dict[str, Estimate]], dict[str, Estimate]]:
+    """(per family, overall) means of ``value(record, metric)``: within a family the mean over
+    its prompts, then equal weight over families (``quadrature_mean``, both with ``nan``)."""
+    families = {
+        f: {m: quadrature_mean([value(r, m) for r in rs], nan=nan) for m in metrics} for f, rs in groups.items()
+    }
+    overall = {m: quadrature_mean([families[f][m] for f in families], nan=nan) for m in metrics}
+    return families, overall
+
+
+def exact(value: float | None) -> Estimate:
+    """An exact value (no sampling noise: standard error 0); None is undefined."""
+    return Estimate(math.nan if value is None else float(value), 0.0)
 
 
 def sample_mean(values: Sequence[float | None], nan: NanPolicy) -> Estimate:

@@ -20,7 +20,7 @@ from calbench.harness.base import CalbenchTask
 from calbench.metrics import prompt_records
 from calbench.parse import classify
 from calbench.prompt import prompt_text
-from calbench.stats import UNDEFINED, Estimate, quadrature_mean
+from calbench.stats import UNDEFINED, Estimate, family_means
 
 SPLIT_CHOICES = ("unseen", "heldout", "all")
 POINT_CHOICES = ("selected", "full")
@@ -179,11 +179,11 @@ def protocol_summary(summary: prompt_records.Summary, records: list[dict[str, An
     """``summary`` with the protocol diagnostics added: per family the mean over prompts, then
     equal weight over families (prompts or families without a value left out)."""
     names = sorted({k for r in records for k in r.get("protocol", {})})
-    for name in names:
-        for family in summary.families:
-            values = [_pair(r["protocol"].get(name)) for r in records if r["family"] == family]
-            summary.families[family][name] = quadrature_mean(values, nan="omit")
-        summary.overall[name] = quadrature_mean([summary.families[f][name] for f in summary.families], nan="omit")
+    groups = {f: [r for r in records if r["family"] == f] for f in summary.families}
+    families, overall = family_means(groups, names, lambda r, m: _pair(r["protocol"].get(m)), nan="omit")
+    for family, metrics in families.items():
+        summary.families[family].update(metrics)
+    summary.overall.update(overall)
     return summary
 
 

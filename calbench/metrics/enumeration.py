@@ -52,7 +52,7 @@ from calbench.metrics import pit
 from calbench.metrics.sampling import iqr
 from calbench.parse import in_support
 from calbench.space import TAIL, canonical_space
-from calbench.stats import Estimate, Summary, bootstrap_median, quadrature_mean
+from calbench.stats import Estimate, Summary, bootstrap_median, by_family, exact, family_means
 
 METRICS = (
     "valid_mass",
@@ -244,18 +244,8 @@ def _residual_bound(x: np.ndarray, q: np.ndarray, valid: float, frontier: np.nda
 
 def summarize(records: Sequence[dict[str, Any]]) -> Summary:
     """Mean over a family's prompts, then equal weight over families; medians over families."""
-    by_family: dict[str, list[dict[str, Any]]] = {}
-    for r in records:
-        by_family.setdefault(r["family"], []).append(r)
-
-    def exact(value: float | None) -> Estimate:
-        return Estimate(math.nan if value is None else float(value), 0.0)
-
-    families = {
-        f: {m: quadrature_mean([exact(r.get(m)) for r in rs], nan="propagate") for m in METRICS}
-        for f, rs in by_family.items()
-    }
-    overall = {m: quadrature_mean([families[f][m] for f in families], nan="propagate") for m in METRICS}
+    groups = by_family(records, lambda r: r["family"])
+    families, overall = family_means(groups, METRICS, lambda r, m: exact(r.get(m)))
     for m in MEDIAN_METRICS:
         median = bootstrap_median([families[f][m].value for f in families], nan="worst", seed=0)
         overall[f"{m}_median"] = Estimate(median.value, 0.0)

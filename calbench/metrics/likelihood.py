@@ -18,7 +18,6 @@ samples from), and, for ``logit_kl``, the log-probability of every trie edge.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,7 +26,7 @@ import numpy as np
 from calbench.families import Target
 from calbench.metrics.sampling import iqr
 from calbench.space import Space
-from calbench.stats import Estimate, Summary, quadrature_mean
+from calbench.stats import Summary, by_family, exact, family_means
 from calbench.trie import Trie, build_trie
 
 
@@ -147,19 +146,9 @@ def _logit_kl_from(space: Space, logprobs: Sequence[float], anchor: float) -> fl
 
 
 def summarize(records: Sequence[dict[str, Any]]) -> Summary:
-    """Mean over a family's prompts, then equal weight over families (exact: no standard errors)."""
-    by_family: dict[str, list[dict[str, Any]]] = {}
-    for r in records:
-        by_family.setdefault(r["family"], []).append(r)
-    names = [*METRICS, "logit_kl"]
+    """Mean over a family's prompts, then equal weight over families (exact: no standard errors).
 
-    def exact(value: float | None) -> Estimate:
-        return Estimate(math.nan if value is None else value, 0.0)
-
-    # logit_kl is None without per-token terms: then undefined for the family and overall.
-    families = {
-        f: {m: quadrature_mean([exact(r[m]) for r in rs], nan="propagate") for m in names}
-        for f, rs in by_family.items()
-    }
-    overall = {m: quadrature_mean([families[f][m] for f in families], nan="propagate") for m in names}
+    ``logit_kl`` is None without per-token terms: then undefined for the family and overall."""
+    groups = by_family(records, lambda r: r["family"])
+    families, overall = family_means(groups, [*METRICS, "logit_kl"], lambda r, m: exact(r[m]))
     return Summary(families, overall, len(records))

@@ -25,7 +25,6 @@ Metrics (per prompt; ↓ lower is better, ↑ higher is better):
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -35,7 +34,17 @@ import numpy as np
 from calbench.families import FAMILIES, Target, make_target
 from calbench.metrics import pit, sampling
 from calbench.parse import classify
-from calbench.stats import UNDEFINED, Estimate, Summary, bootstrap_median, quadrature_mean, rate, seed_for
+from calbench.stats import (
+    UNDEFINED,
+    Estimate,
+    Summary,
+    bootstrap_median,
+    by_family,
+    family_means,
+    quadrature_mean,
+    rate,
+    seed_for,
+)
 
 GOF_ALPHA = 0.05
 # Metrics reported per family and overall (equal weight over families), in display order.
@@ -151,21 +160,16 @@ def _pass_rate(records: Sequence[PromptScore]) -> Estimate:
 
 def summarize(records: Iterable[PromptScore]) -> Summary:
     """Aggregate prompt records: within a family the mean over prompts, then equal weight over families."""
-    by_family: dict[str, list[PromptScore]] = defaultdict(list)
-    for r in records:
-        by_family[r.family].append(r)
-    ordered = [f for f in FAMILIES if f in by_family]
+    grouped = by_family(records, lambda r: r.family)
+    ordered = [f for f in FAMILIES if f in grouped]
+    grouped = {f: grouped[f] for f in ordered}
     per_prompt = (*FAMILY_METRICS, "support_violation_rate")
     # A prompt without a valid answer has no W1, and its family none either ("propagate").
-    families = {
-        f: {m: quadrature_mean([r.value(m) for r in by_family[f]], nan="propagate") for m in per_prompt}
-        for f in ordered
-    }
+    families, overall = family_means(grouped, per_prompt, PromptScore.value)
     for f in ordered:
-        families[f]["gof_pass_rate"] = _pass_rate(by_family[f])
+        families[f]["gof_pass_rate"] = _pass_rate(grouped[f])
         # KS@N: every prompt counts; one with fewer than N valid samples fails.
-        families[f]["ks_at_n"] = rate(sum(r.ks_at_n for r in by_family[f]), len(by_family[f]))
-    overall = {m: quadrature_mean([families[f][m] for f in ordered], nan="propagate") for m in per_prompt}
+        families[f]["ks_at_n"] = rate(sum(r.ks_at_n for r in grouped[f]), len(grouped[f]))
     # A family too small to test is no failure: it is left out of the pass rate.
     overall["gof_pass_rate"] = quadrature_mean([families[f]["gof_pass_rate"] for f in ordered], nan="omit")
     overall["ks_at_n"] = quadrature_mean([families[f]["ks_at_n"] for f in ordered], nan="propagate")
@@ -174,4 +178,4 @@ def summarize(records: Iterable[PromptScore]) -> Summary:
         overall[f"{m}_median"] = bootstrap_median(
             [e.value for e in fam], nan="worst", seed=seed_for("median", m), ses=[e.se for e in fam]
         )
-    return Summary(families, overall, sum(len(v) for v in by_family.values()))
+    return Summary(families, overall, sum(len(v) for v in grouped.values()))
