@@ -50,7 +50,7 @@ GENERATION = json.loads(
 )
 FAMILIES = ("gaussian", "exponential", "beta", "gamma", "lognormal", "uniform", "binomial", "poisson")
 SWEEP_NODES = 4000
-ADAPTER = Path(__file__).resolve().parents[1] / "leaderboards" / "smollm2-cpu" / "adapters" / "soft"
+ADAPTER = Path(__file__).resolve().parents[1] / "leaderboards" / "adapters" / "smollm2-135m-instruct-soft"
 
 
 def num(x: float | None) -> str:

@@ -8,7 +8,7 @@ calbench train ...                    fine-tune a LoRA adapter (soft or hard tar
 calbench noveltybench score LOGS...   NoveltyBench partitions and scores (lite or full)
 calbench drift --model M --adapter A  KL(base || tuned) on neutral text, offline
 calbench retention-delta BASE TUNED   tuned - base on the same items, paired bootstrap interval
-calbench leaderboard add|render|card  the results store, tables, plots and adapter cards
+calbench leaderboard run|add|render|card|tradeoff   recipes, the results store, tables, plots, cards
 """
 
 from __future__ import annotations
@@ -61,14 +61,14 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace, passthrough: Sequence[str]) -> int:
-    from calbench import results_tables, runner
+    from calbench import runner, tables
 
     try:
         latest = runner.eval_cli(passthrough, num_samples=args.num_samples)
     except runner.EvalArgumentError as err:
         return _fail("eval", err)
     if latest is not None:
-        print(results_tables.summaries(latest))
+        print(tables.summaries(latest))
     return 0
 
 
@@ -110,56 +110,110 @@ def cmd_drift(args: argparse.Namespace) -> int:
     return 0
 
 
+def _delta_run(value: str, results_dir: Path) -> Any:
+    """A retention-delta side: an lm-eval results file (with its samples logs), or a run record
+    (a record file, or a record's name in the store)."""
+    from calbench import retention_delta
+    from calbench.leaderboard import records
+
+    path = Path(value)
+    if path.is_file() and records.is_record_file(path):
+        return retention_delta.run_of_record(records.load_record(path))
+    if path.is_file():
+        return retention_delta.run_of_results(path)
+    return retention_delta.run_of_record(records.named_records(results_dir, [value])[0])
+
+
 def cmd_retention_delta(args: argparse.Namespace) -> int:
     from calbench import retention_delta
 
     try:
-        print(retention_delta.table(retention_delta.paired_deltas(args.base, args.tuned)))
+        base, tuned = _delta_run(args.base, args.results_dir), _delta_run(args.tuned, args.results_dir)
+        print(retention_delta.table(retention_delta.paired_deltas(base, tuned, (args.base, args.tuned))))
     except (OSError, ValueError) as err:
         return _fail("retention-delta", err)
     return 0
 
 
-def cmd_leaderboard(args: argparse.Namespace) -> int:
-    from calbench.leaderboard import records, render
+LEADERBOARD_ERRORS = (ValueError, OSError, KeyError)  # RefusedRunError and RecipeError are ValueErrors
 
-    try:
-        if args.action == "add":
-            path = records.add_record(
-                args.name, args.type, args.results, args.command, args.results_dir, args.drift, args.adapter
-            )
-            print(f"written: {path}")
-        elif args.action == "card":
-            print(f"written: {render.update_card(args.adapter, args.records, args.results_dir)}")
-        elif args.action == "tradeoff":
-            from calbench.leaderboard import tradeoff
 
-            base, *tuned = records.named_records(args.results_dir, [args.base, *(name for name, _ in args.adapter)])
-            adapters = [(record, Path(results)) for record, (_, results) in zip(tuned, args.adapter, strict=True)]
-            words = [args.base, str(args.base_results)]
-            words += [w for name, results in args.adapter for w in ("--adapter", name, results)]
-            command = shlex.join(["calbench", "leaderboard", "tradeoff", *words, "--output", str(args.output)])
-            for path in tradeoff.write(
-                base, args.base_results, adapters, args.output, command, draw_plot=not args.no_plots
-            ):
-                print(f"written: {path}")
-        else:
-            from calbench.leaderboard import protocol_table
+def cmd_leaderboard_add(args: argparse.Namespace) -> int:
+    from calbench.leaderboard import records
 
-            stored = records.load_records(args.results_dir)
-            protocol_dir = args.results_dir / protocol_table.FOLDER
-            protocol_runs = records.load_records(protocol_dir) if protocol_dir.is_dir() else []
-            if not stored and not protocol_runs:
-                raise records.RefusedRunError(f"no run records under {args.results_dir} or {protocol_dir}")
-            readme = None if args.no_readme else args.readme
-            written = render.write_all(stored, args.output, readme, draw=not args.no_plots) if stored else []
-            if protocol_runs:
-                written += protocol_table.write(protocol_runs, args.output, readme, draw=not args.no_plots)
-            for path in dict.fromkeys(written):
-                print(f"written: {path}")
-    except (records.RefusedRunError, OSError, KeyError, json.JSONDecodeError) as err:
-        return _fail("leaderboard", err)
+    path = records.add_record(
+        args.name, args.type, args.results, args.command, args.results_dir, args.drift, args.adapter
+    )
+    print(f"written: {path}")
     return 0
+
+
+def cmd_leaderboard_card(args: argparse.Namespace) -> int:
+    from calbench.leaderboard import card
+
+    print(f"written: {card.update_card(args.adapter, args.records, args.results_dir)}")
+    return 0
+
+
+def cmd_leaderboard_tradeoff(args: argparse.Namespace) -> int:
+    from calbench.leaderboard import records, tradeoff
+
+    base, *adapters = records.named_records(args.results_dir, [args.base, *args.adapters])
+    command = shlex.join(
+        ["calbench", "leaderboard", "tradeoff", args.base, *args.adapters, "--output", str(args.output)]
+    )
+    for path in tradeoff.write(base, adapters, args.output, command, draw_plot=not args.no_plots):
+        print(f"written: {path}")
+    return 0
+
+
+def _render(args: argparse.Namespace) -> None:
+    from calbench.leaderboard import publish
+
+    readme = None if args.no_readme else args.readme
+    for path in publish.render_all(args.results_dir, args.output, readme, args.rows, draw=not args.no_plots):
+        print(f"written: {path}")
+
+
+def cmd_leaderboard_render(args: argparse.Namespace) -> int:
+    _render(args)
+    return 0
+
+
+def cmd_leaderboard_run(args: argparse.Namespace) -> int:
+    from calbench.leaderboard import recipes, run
+
+    only = [e.strip() for e in args.only.split(",") if e.strip()] if args.only else None
+    chosen: list[recipes.Recipe] = []
+    for path in args.recipes:
+        kind = recipes.kind_of(path)
+        if kind == "row":
+            chosen.append(recipes.load_row(path))
+        elif kind == "protocols":
+            chosen += recipes.load_protocols(path)
+    for path in run.run_rows(chosen, args.workdir, args.results_dir, only, args.rerun):
+        print(f"written: {path}")
+    if args.results_dir is not None:
+        print("not rendered: --results-dir is not the leaderboard's store", file=sys.stderr)
+    elif not args.no_render:
+        _render(argparse.Namespace(**{**vars(args), "results_dir": Path("leaderboards") / "results"}))
+    return 0
+
+
+LEADERBOARD_ACTIONS = {
+    "add": cmd_leaderboard_add,
+    "card": cmd_leaderboard_card,
+    "tradeoff": cmd_leaderboard_tradeoff,
+    "render": cmd_leaderboard_render,
+    "run": cmd_leaderboard_run,
+}
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    try:
+        return LEADERBOARD_ACTIONS[args.action](args)
+    except LEADERBOARD_ERRORS as err:
+        return _fail("leaderboard", err)
 
 
 def cmd_addon(command: str, argv: Sequence[str]) -> int:
@@ -233,15 +287,47 @@ def build_parser() -> argparse.ArgumentParser:
     p_drift.add_argument("--output", type=Path, help="write the results as JSON")
     p_drift.set_defaults(func=cmd_drift)
 
+    store = Path("leaderboards") / "results"
     p_ret = sub.add_parser(
-        "retention-delta", help="tuned - base on the same items (samples logs), with a paired bootstrap interval"
+        "retention-delta",
+        help="tuned - base on the same items (run records or lm-eval results files), paired bootstrap interval",
     )
-    p_ret.add_argument("base", type=Path, help="results_*.json of the base model")
-    p_ret.add_argument("tuned", type=Path, help="results_*.json of the tuned model")
+    p_ret.add_argument("base", help="the base model's run record (its name, or its file), or its results_*.json")
+    p_ret.add_argument("tuned", help="the tuned model's run record (its name, or its file), or its results_*.json")
+    p_ret.add_argument("--results-dir", type=Path, default=store, help="the store that record names refer to")
     p_ret.set_defaults(func=cmd_retention_delta)
 
-    p_lb = sub.add_parser("leaderboard", help="the results store: add a run record, render tables and plots")
-    lb_sub = p_lb.add_subparsers(dest="action", required=True)
+    p_lb = sub.add_parser(
+        "leaderboard",
+        help="the results store: run a row's recipe, add a run record, render, adapter cards, trade-off",
+        description="run: a row from its recipe (leaderboards/rows/*.yaml); add: a run record from lm-eval "
+        "results files; render: every table and plot from the records; card: records into an adapter's card; "
+        "tradeoff: calibration gained against retention lost.",
+    )
+    lb_sub = p_lb.add_subparsers(dest="action", required=True, metavar="{run,add,render,card,tradeoff}")
+
+    def render_options(p: argparse.ArgumentParser, results_dir: Path | None = store, why: str = "") -> None:
+        p.add_argument("--results-dir", type=Path, default=results_dir, help=why or "the results store (%(default)s)")
+        p.add_argument("--output", type=Path, default=Path("leaderboards"), help="where the rendered files go")
+        p.add_argument("--rows", type=Path, default=Path("leaderboards") / "rows", help="recipes (trade-offs)")
+        p.add_argument("--readme", type=Path, default=Path("README.md"), help="README with the headline block")
+        p.add_argument("--no-readme", action="store_true", help="leave the top-level README alone")
+        p.add_argument("--no-plots", action="store_true")
+
+    p_run = lb_sub.add_parser(
+        "run",
+        help="a row from its recipe: train a missing adapter, run unfinished evaluations, store, render",
+        description="Run from the repository root. Finished evaluations (in the record, or in the work folder) "
+        "are skipped; an interrupted one starts again with the same seeds.",
+    )
+    p_run.add_argument("recipes", nargs="+", type=Path, help="leaderboards/rows/<row>.yaml (or protocols.yaml)")
+    p_run.add_argument("--only", help="run only these evaluations (comma-separated names)")
+    p_run.add_argument("--rerun", action="store_true", help="run the chosen evaluations even if finished")
+    p_run.add_argument("--workdir", type=Path, default=Path("calbench_results") / "rows", help="lm-eval's raw output")
+    p_run.add_argument("--no-render", action="store_true", help="store the record, render nothing")
+    render_options(p_run, None, "store the records here instead of the recipe's own store (then nothing is rendered)")
+    p_run.set_defaults(func=cmd_leaderboard)
+
     p_add = lb_sub.add_parser("add", help="store one system's lm-eval results as a run record")
     p_add.add_argument("name", help="the system's row name, e.g. smollm2-135m-instruct-soft")
     p_add.add_argument("--type", required=True, help="reference, base, instruct, fine-tuned adapter, prompting method")
@@ -249,34 +335,29 @@ def build_parser() -> argparse.ArgumentParser:
     p_add.add_argument("results", nargs="+", type=Path, help="results_*.json files of this system")
     p_add.add_argument("--drift", type=Path, help="calbench drift --output JSON holding this adapter's drift")
     p_add.add_argument("--adapter", help="the adapter folder to look up in --drift")
-    p_add.add_argument("--results-dir", type=Path, default=Path("leaderboards") / "results")
+    p_add.add_argument("--results-dir", type=Path, default=store)
     p_add.set_defaults(func=cmd_leaderboard)
+
     p_render = lb_sub.add_parser(
         "render",
-        help="leaderboards/README.md, CSV tables, plots, README headline; the protocol table from <results-dir>/protocols",
+        help="leaderboards/README.md, CSV tables, plots, the protocol table, trade-offs, README tables",
     )
-    p_render.add_argument("--results-dir", type=Path, default=Path("leaderboards") / "results")
-    p_render.add_argument("--output", type=Path, default=Path("leaderboards"))
-    p_render.add_argument("--readme", type=Path, default=Path("README.md"), help="README with the headline block")
-    p_render.add_argument("--no-readme", action="store_true", help="leave the top-level README alone")
-    p_render.add_argument("--no-plots", action="store_true")
+    render_options(p_render)
     p_render.set_defaults(func=cmd_leaderboard)
+
     p_card = lb_sub.add_parser("card", help="write run records into an adapter's model card (Evaluation)")
     p_card.add_argument("adapter", type=Path, help="the adapter folder (with calbench_train.json)")
     p_card.add_argument("records", nargs="+", help="run record names: the adapter's, then e.g. its base model's")
-    p_card.add_argument("--results-dir", type=Path, default=Path("leaderboards") / "results")
+    p_card.add_argument("--results-dir", type=Path, default=store)
     p_card.set_defaults(func=cmd_leaderboard)
+
     p_trade = lb_sub.add_parser(
         "tradeoff", help="calibration gained against retention lost: a table and a plot, one point per adapter"
     )
     p_trade.add_argument("base", help="the base model's run record name")
-    p_trade.add_argument("base_results", type=Path, help="results_*.json of the base model's offline retention run")
-    p_trade.add_argument(
-        "--adapter", nargs=2, action="append", required=True, metavar=("NAME", "RESULTS"),
-        help="an adapter's run record name and its offline retention run's results_*.json (repeatable)",
-    )  # fmt: skip
+    p_trade.add_argument("adapters", nargs="+", help="the adapters' run record names")
     p_trade.add_argument("--output", type=Path, required=True, help="folder for tradeoff.md and plots/tradeoff.png")
-    p_trade.add_argument("--results-dir", type=Path, default=Path("leaderboards") / "results")
+    p_trade.add_argument("--results-dir", type=Path, default=store)
     p_trade.add_argument("--no-plots", action="store_true")
     p_trade.set_defaults(func=cmd_leaderboard)
     return parser

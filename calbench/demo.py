@@ -2,7 +2,7 @@
 
 Five systems answer ``calbench_numeric_quick`` (the 42 selected prompts of the 30 families)
 with ``calbench-hf``: SmolLM2-135M-Instruct, the two LoRA adapters calbench trained on it (soft
-and hard targets, committed under ``leaderboards/smollm2-cpu/adapters``), an exact sampler and
+and hard targets, committed under ``leaderboards/adapters``), an exact sampler and
 one collapsed on each law's median. Each gets 50 samples per prompt, the calibration score's
 reference size, so the score is the leaderboard's (``calbench.metrics.calibration``); KS is run
 on the first 50 valid answers (the leaderboard's KS@100 needs 100).
@@ -20,16 +20,17 @@ from typing import Any
 
 from tabulate import tabulate
 
-from calbench import model_catalogue, results_tables, runner
-from calbench.leaderboard import numbers, records
+from calbench import model_catalogue, runner, tables
 from calbench.metrics import calibration as n_free
+from calbench.metrics import prompt_records
 from calbench.policy import arrow
-from calbench.results_tables import fmt
+from calbench.stats import fmt
 
 TASK = "calbench_numeric_quick"
 SAMPLES = n_free.M_REF  # samples per prompt: the score's reference size
 KS_N = SAMPLES  # KS on the first 50 valid answers of each prompt
-ADAPTERS = Path(__file__).resolve().parents[1] / "leaderboards" / "smollm2-cpu" / "adapters"
+ADAPTERS = Path(__file__).resolve().parents[1] / "leaderboards" / "adapters"
+ADAPTER_ROWS = {"soft": "smollm2-135m-instruct-soft", "hard": "smollm2-135m-instruct-hard"}  # the rows whose adapters it shows
 EXAMPLE_TARGET = "binomial(n=25,p=0.5)"  # whose raw answers the demo prints
 
 
@@ -45,11 +46,12 @@ def systems(adapters: Path = ADAPTERS) -> list[System]:
     """SmolLM2-135M-Instruct and each committed adapter found under ``adapters``, then the references."""
     base = f"pretrained={model_catalogue.model_path(model_catalogue.DEFAULT_MODEL)},dtype=float32"
     found = [System("SmolLM2-135M-Instruct", "calbench-hf", base, chat=True)]
-    for method in ("soft", "hard"):
-        if (adapters / method / "adapter_config.json").is_file():
-            found.append(System(f"+ {method} adapter", "calbench-hf", f"{base},peft={adapters / method}", chat=True))
+    for method, row in ADAPTER_ROWS.items():
+        folder = adapters / row
+        if (folder / "adapter_config.json").is_file():
+            found.append(System(f"+ {method} adapter", "calbench-hf", f"{base},peft={folder}", chat=True))
         else:
-            print(f"calbench demo: no {method} adapter at {adapters / method}: left out", file=sys.stderr)
+            print(f"calbench demo: no {method} adapter at {folder}: left out", file=sys.stderr)
     return [*found, System("oracle (exact)", "calbench-oracle"), System("collapsed", "calbench-collapsed")]
 
 
@@ -65,7 +67,7 @@ class Outcome:
 
     name: str
     task_results: Mapping[str, Any]
-    rows: Mapping[str, Sequence[numbers.Prompt]]
+    rows: Mapping[str, Sequence[prompt_records.Prompt]]
     examples: Sequence[str]
 
 
@@ -83,7 +85,7 @@ def evaluate(system: System, output: Path, num_samples: int, batch_size: int) ->
     )
     samples = results["samples"][TASK]
     example = next((s for s in samples if s["doc"]["target"] == EXAMPLE_TARGET), samples[0])
-    rows = numbers.prompt_rows(records.prompt_values(samples, TASK))
+    rows = prompt_records.prompt_rows(prompt_records.prompt_values(samples, TASK))
     return Outcome(system.name, results["results"][TASK], rows, example["resps"][0][:2])
 
 
@@ -99,8 +101,8 @@ def headline(outcomes: Sequence[Outcome], ks_n: int = KS_N) -> str:
     ]
     table = []
     for o in outcomes:
-        q = numbers.sample_quality(o.rows, ks_n)
-        median = results_tables.overall_metric(o.task_results, "excess_w1_iqr_median")
+        q = prompt_records.sample_quality(o.rows, ks_n)
+        median = tables.overall_metric(o.task_results, "excess_w1_iqr_median")
         cells = [q["valid_rate"], q["pit_w1"], median, q["ks_at_n"], q["calibration_score"]]
         table.append([o.name, *(fmt(c) for c in cells)])
     return tabulate(table, headers=headers, tablefmt="github", disable_numparse=True)
@@ -119,7 +121,7 @@ def examples(outcomes: Sequence[Outcome]) -> str:
 
 def reading(outcomes: Sequence[Outcome]) -> str:
     """One line saying what the table shows, from its own numbers."""
-    valid = {o.name: numbers.pooled_valid_rate(o.rows).value for o in outcomes}
+    valid = {o.name: prompt_records.pooled_valid_rate(o.rows).value for o in outcomes}
     models = [o.name for o in outcomes if not o.name.startswith(("oracle", "collapsed"))]
     refs = {o.name.split()[0]: o for o in outcomes if o.name.startswith(("oracle", "collapsed"))}
     parts = ", ".join(f"{n} {100 * valid[n]:.0f}%" for n in models)
@@ -128,9 +130,9 @@ def reading(outcomes: Sequence[Outcome]) -> str:
         exact, flat = (refs[k] for k in ("oracle", "collapsed"))
         line += (
             "; pit_w1 and the score say how far those numbers are from exact sampling "
-            f"(exact: pit_w1 {numbers.family_mean_pit_w1(exact.rows).value:.2f}, "
+            f"(exact: pit_w1 {prompt_records.family_mean_pit_w1(exact.rows).value:.2f}, "
             f"score {n_free.calibration_score(exact.rows).value:.0f}; "
-            f"collapsed: pit_w1 {numbers.family_mean_pit_w1(flat.rows).value:.2f}, "
+            f"collapsed: pit_w1 {prompt_records.family_mean_pit_w1(flat.rows).value:.2f}, "
             f"score {n_free.calibration_score(flat.rows).value:.0f})."
         )
     return line
@@ -170,5 +172,5 @@ def run(
     if num_samples < n_free.M_REF:
         parts.append(f"(fewer than {n_free.M_REF} samples per prompt: the score is not the leaderboard's)")
     if families:
-        parts += ["", results_tables.numeric_table([(o.name, o.task_results) for o in outcomes])]
+        parts += ["", tables.numeric_table([(o.name, o.task_results) for o in outcomes])]
     return "\n".join(parts)

@@ -10,19 +10,26 @@ folder. Trainer, peft and lm-eval all load it like any local model::
 
 Folders live under ``$CALBENCH_CACHE`` (default ``~/.cache/calbench``)/models. A
 conversion writes to a temporary folder renamed into place at the end, so an
-interrupted one never leaves a half-written model behind.
+interrupted one never leaves a half-written model behind, and records where the weights
+came from (``source``: the catalogue entry, the package, the GGUF file and its SHA-256, the
+hub model it was quantized from): an adapter trained on these weights names its base by
+the hub id, as QLoRA adapters do, and says in its card which weights it was trained on.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from calbench.provenance import sha256_file, weights_hash, write_json
 
 
 @dataclass(frozen=True)
@@ -140,6 +147,56 @@ def convert(gguf: Path, out: Path) -> Path:
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
     return out
+
+
+SOURCE_FILE = "calbench_source.json"  # written beside a converted model
+
+
+def source(name: str) -> dict[str, str]:
+    """Where a converted catalogue model's weights came from (read from its folder; computed and
+    written there once for a folder converted before calbench recorded it)."""
+    e = entry(name)
+    path = model_path(name) / SOURCE_FILE
+    if path.is_file():
+        return dict(json.loads(path.read_text()))
+    gguf = gguf_file(name)
+    found = {
+        "catalogue": name,
+        "hub_id": e.hub_id,
+        "package": e.packages[0],
+        "gguf": gguf.name if e.gguf else f"{name}.gguf (assembled from {len(e.packages)} packages)",
+        "gguf_sha256": sha256_file(gguf),
+        "weights": "the GGUF de-quantized to float32 (not the hub's own weights)",
+        "licence": e.licence,
+    }
+    write_json(path, found)
+    return found
+
+
+def catalogue_name(reference: str) -> str | None:
+    """The catalogue name a model reference stands for: the name itself, or its converted folder."""
+    if reference in CATALOGUE:
+        return reference
+    path = Path(reference)
+    if path.name in CATALOGUE and path.exists() and path.resolve() == folder(path.name).resolve():
+        return path.name
+    return None
+
+
+LICENCE_IDS = {"Apache-2.0": "apache-2.0", "Gemma Terms of Use": "gemma"}  # the hub's model-card licence ids
+
+
+def base_model(reference: str) -> dict[str, Any]:
+    """A portable account of a base model: for a catalogue model its ``source`` and the hash of
+    the converted weights; for a hub id the id; for a folder its name and weights' hash (never
+    the machine's path to it)."""
+    name = catalogue_name(reference)
+    if name is not None:
+        return {**source(name), "weights_sha256": weights_hash(model_path(name))}
+    path = Path(reference).expanduser()
+    if path.exists():
+        return {"folder": path.name, "weights_sha256": weights_hash(path)}
+    return {"hub_id": reference}
 
 
 def model_path(name: str = DEFAULT_MODEL) -> Path:

@@ -1,13 +1,16 @@
 """``calbench retention-delta``: tuned - base on the same items, paired, with a bootstrap interval.
 
-Two lm-eval runs (a base model and the model with an adapter) over the same tasks: for each
-task both ran and each overall metric whose per-item value is a number in the samples logs
-(accuracies, exact matches: calbench's offline retention suite and lm-eval's own retention
-tasks alike), the items are paired by document id and content hash, and the mean per-item
-difference gets a paired bootstrap interval (``stats.paired_bootstrap``): the noise of the
-items both runs share cancels, which the difference of two independent standard errors
-overstates. Metrics whose per-item values are not numbers (a perplexity's per-document
-log-likelihood and length) are listed with their unpaired difference, marked so.
+Two runs of the same tasks (a base model and the model with an adapter): for each task both
+ran and each overall metric whose per-item value is a number (accuracies, exact matches:
+calbench's offline retention suite and lm-eval's own retention tasks alike; NoveltyBench's
+distinct count per prompt), the items are paired by document id, content hash and filter,
+and the mean per-item difference gets a paired bootstrap interval (``stats.paired_bootstrap``):
+the noise of the items both runs share cancels, which the difference of two independent
+standard errors overstates. Metrics whose per-item values are not numbers (a perplexity's
+per-document log-likelihood and length) are listed with their unpaired difference, marked so.
+
+A run is either a run record (its stored per-item scores: ``calbench.leaderboard.records``)
+or an lm-eval results file with its samples logs; both become the same ``Run``.
 
 The mean of per-item scores is what lm-eval reports for ``mean``-aggregated metrics;
 tinyBenchmarks' IRT estimates are not a mean, so their paired delta is that of the raw
@@ -16,19 +19,28 @@ per-item scores.
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tabulate import tabulate
 
-from calbench import results_tables
-from calbench.leaderboard.records import samples_log
-from calbench.results_tables import fmt
-from calbench.stats import Estimate, PairedDelta, paired_bootstrap, seed_for
+from calbench import lm_eval_io
+from calbench.stats import Estimate, PairedDelta, fmt, paired_bootstrap, seed_for
+
+
+@dataclass(frozen=True)
+class TaskItems:
+    """One task of one run: its overall metrics and its items' numeric scores."""
+
+    overall: Mapping[str, Estimate]
+    items: Sequence[Mapping[str, Any]]  # {"doc_id", "doc_hash", "filter", "scores": {metric: value}}
+
+
+Run = Mapping[str, TaskItems]  # task -> its items
+HASH_CHARS = 16  # of a document's content hash: enough to tell two documents apart, a quarter of the size
 
 
 @dataclass(frozen=True)
@@ -40,70 +52,83 @@ class Row:
     paired: PairedDelta | None  # None: per-item values are not numbers (unpaired difference only)
 
 
-def _metrics(task_results: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(metric, filter) of a task's overall numeric metrics (per-group ``m/g`` and stderr keys left out)."""
+def item_scores(samples: Sequence[Mapping[str, Any]], metrics: Sequence[str]) -> list[dict[str, Any]]:
+    """Each logged document's numeric value of ``metrics``, with what pairs it across runs: its
+    id, the hash of its content, lm-eval's filter, and the document's calbench id, family,
+    target, level or kind where it has them."""
     out = []
-    for key, value in task_results.items():
-        metric, _, flt = key.partition(",")
-        if flt and "/" not in metric and not metric.endswith("_stderr") and isinstance(value, int | float):
-            out.append((metric, flt))
+    for sample in samples:
+        scores = {m: v for m in metrics if (v := lm_eval_io.item_value(sample, m)) is not None}
+        doc = sample.get("doc") if isinstance(sample.get("doc"), Mapping) else {}
+        out.append(
+            {
+                "doc_id": sample.get("doc_id"),
+                "doc_hash": str(sample.get("doc_hash"))[:HASH_CHARS],
+                "filter": str(sample.get("filter", "none")),
+                "doc": {k: doc[k] for k in ("id", "family", "target", "level", "kind") if k in doc},
+                "scores": scores,
+            }
+        )
     return out
 
 
-def _item_value(sample: Mapping[str, Any], metric: str) -> float | None:
-    value = sample.get(metric)
-    if isinstance(value, Mapping):  # calbench's tasks log each document's record under every metric key
-        value = value.get(metric)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
-
-def item_scores(results_file: Path, task: str) -> dict[tuple[Any, str, str], Mapping[str, Any]]:
-    """A task's logged samples by (document id, content hash, filter)."""
-    log = samples_log(results_file, task)
-    out: dict[tuple[Any, str, str], Mapping[str, Any]] = {}
-    with log.open() as f:
-        for n, line in enumerate(f, 1):
-            try:
-                sample = json.loads(line)
-                key = (sample["doc_id"], str(sample.get("doc_hash")), str(sample.get("filter", "none")))
-            except (ValueError, KeyError) as err:
-                raise ValueError(f"{log}:{n}: not an lm-eval sample record ({err})") from err
-            out[key] = sample
+def run_of_results(results_file: Path) -> Run:
+    """The tasks (not groups) of an lm-eval run with their items, read from its samples logs."""
+    results = lm_eval_io.load_results(results_file)
+    out = {}
+    for task in set(results.get("configs", {})) & set(results.get("results", {})):
+        overall = lm_eval_io.overall_metrics(results["results"][task])
+        samples = lm_eval_io.task_samples(results_file, task)
+        out[task] = TaskItems(overall, item_scores(samples, list(overall)))
     return out
 
 
-def paired_deltas(base_file: Path, tuned_file: Path) -> list[Row]:
-    """tuned - base for every task both runs ran (``configs``: tasks, not groups) and every overall metric.
+def run_of_record(record: Mapping[str, Any]) -> Run:
+    """The tasks of a run record that stored per-item scores."""
+    out = {}
+    for task, entry in record["tasks"].items():
+        if "items" in entry:
+            overall = {
+                m: Estimate(*(math.nan if x is None else x for x in pair)) for m, pair in entry["overall"].items()
+            }
+            out[task] = TaskItems(overall, entry["items"])
+    return out
+
+
+def _key(item: Mapping[str, Any]) -> tuple[str, str, str]:
+    return (str(item.get("doc_id")), str(item.get("doc_hash"))[:HASH_CHARS], str(item.get("filter", "none")))
+
+
+def paired_deltas(base: Run, tuned: Run, names: tuple[str, str] = ("base", "tuned")) -> list[Row]:
+    """tuned - base for every task both runs have and every overall metric of the tuned run's.
 
     Refuses (``ValueError``) two runs that scored a task over different items.
     """
-    base, tuned = results_tables.load(base_file), results_tables.load(tuned_file)
-    shared = sorted(set(base.get("configs", {})) & set(tuned.get("configs", {})) & set(tuned.get("results", {})))
+    shared = sorted(set(base) & set(tuned))
     if not shared:
-        raise ValueError(f"{base_file} and {tuned_file} share no task")
+        raise ValueError(f"{names[0]} and {names[1]} share no task with per-item scores")
     rows = []
     for task in shared:
-        b_items, t_items = item_scores(base_file, task), item_scores(tuned_file, task)
+        b_items = {_key(i): i for i in base[task].items}
+        t_items = {_key(i): i for i in tuned[task].items}
         if set(b_items) != set(t_items):
             raise ValueError(
                 f"{task}: the two runs scored different items ({len(b_items)} and {len(t_items)}, "
                 f"{len(set(b_items) ^ set(t_items))} not in both; --limit or a changed task?): rerun them alike"
             )
-        b_overall = results_tables.overall_metrics(base["results"][task])
-        t_overall = results_tables.overall_metrics(tuned["results"][task])
-        for metric, flt in _metrics(tuned["results"][task]):
+        b_overall, t_overall = base[task].overall, tuned[task].overall
+        for metric in t_overall:
             if metric not in b_overall:
                 continue
-            keys = sorted((k for k in b_items if k[2] == flt), key=str)
-            b_values = [_item_value(b_items[k], metric) for k in keys]
-            t_values = [_item_value(t_items[k], metric) for k in keys]
-            b_scores = [v for v in b_values if v is not None]
-            t_scores = [v for v in t_values if v is not None]
-            numbers = bool(keys) and len(b_scores) == len(t_scores) == len(keys)
-            paired = paired_bootstrap(b_scores, t_scores, seed_for(task, metric)) if numbers else None
-            rows.append(Row(task, metric, b_overall[metric], t_overall[metric], paired))
+            for flt in sorted({k[2] for k in t_items}):
+                keys = sorted((k for k in b_items if k[2] == flt), key=str)
+                b_scores = [b_items[k]["scores"].get(metric) for k in keys]
+                t_scores = [t_items[k]["scores"].get(metric) for k in keys]
+                b_values = [v for v in b_scores if v is not None]
+                t_values = [v for v in t_scores if v is not None]
+                numbers = bool(keys) and len(b_values) == len(t_values) == len(keys)
+                paired = paired_bootstrap(b_values, t_values, seed_for(task, metric)) if numbers else None
+                rows.append(Row(task, metric, b_overall[metric], t_overall[metric], paired))
     return rows
 
 

@@ -64,7 +64,7 @@ def evaluate(
     from lm_eval.loggers import EvaluationTracker
 
     from calbench.backends import register
-    from calbench.results_tables import args_dict
+    from calbench.lm_eval_io import args_dict
 
     offline_defaults()
     register()
@@ -154,7 +154,7 @@ def _fill_from_config(ns: argparse.Namespace, path: Path) -> None:
     so calbench's defaults apply only where neither set anything."""
     import yaml
 
-    from calbench.results_tables import args_dict
+    from calbench.lm_eval_io import args_dict
 
     try:
         config = yaml.safe_load(path.read_text()) or {}
@@ -227,7 +227,7 @@ def eval_cli(args: Sequence[str], num_samples: int | None = None) -> Path | None
     from lm_eval._cli import HarnessCLI
 
     from calbench.backends import register
-    from calbench.results_tables import latest_results
+    from calbench.lm_eval_io import latest_results
 
     ns = lm_eval_args(args, num_samples=num_samples)
     check_eval_args(ns)

@@ -212,3 +212,12 @@ def paired_bootstrap(
     means = d[np.random.default_rng(seed).integers(0, d.size, (draws, d.size))].mean(axis=1)
     low, high = np.percentile(means, [2.5, 97.5])
     return PairedDelta(Estimate(float(d.mean()), float(means.std(ddof=1))), float(low), float(high), int(d.size))
+
+
+def fmt(e: Estimate) -> str:
+    """``value ± half-width of the 95% interval``, 3 significant digits (exact values: no ±)."""
+    if not math.isfinite(e.value):
+        return "n/a"
+    if not math.isfinite(e.se) or e.se == 0:
+        return f"{e.value:.3g}"
+    return f"{e.value:.3g} ± {Z95 * e.se:.2g}"

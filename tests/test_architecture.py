@@ -1,4 +1,5 @@
-"""The module structure: no import cycle, and the core never imports the training add-on."""
+"""The module structure: rooms by role, imports only downward, no import cycle, a pure core
+and pure metrics, and the core never imports the training add-on."""
 
 from __future__ import annotations
 
@@ -103,3 +104,57 @@ def test_calbench_train_reaches_the_addon_through_its_entry_point():
     assert entry.value == "calbench.training.cli:main"
     done = subprocess.run([sys.executable, "-m", "calbench", "train", "--help"], capture_output=True, text=True)
     assert done.returncode == 0 and "--method" in done.stdout
+
+
+# The rooms, lowest first: a module imports only its own room and those below it.
+CORE = {"calbench", "families", "space", "prompt", "parse", "protocols", "policy", "stats", "trie", "answer_tokens"}
+LAYERS = [
+    ("core", lambda m: m.removeprefix("calbench.") in CORE or m == "calbench"),
+    ("metrics", lambda m: m.startswith("calbench.metrics")),
+    (
+        "io",
+        lambda m: (
+            m in {f"calbench.{n}" for n in ("lm_eval_io", "provenance", "tables", "model_catalogue", "retention_delta")}
+        ),
+    ),
+    (
+        "lm-eval side",
+        lambda m: m.startswith(("calbench.harness", "calbench.backends")) or m in ("calbench.drift", "calbench.tiny"),
+    ),
+    ("runner", lambda m: m == "calbench.runner"),
+    ("leaderboard", lambda m: m.startswith("calbench.leaderboard")),
+    ("front", lambda m: m in ("calbench.demo", "calbench.cli", "calbench.__main__")),
+    ("training add-on", lambda m: m.startswith("calbench.training")),
+]
+
+
+def layer(module: str) -> int:
+    found = [i for i, (_, member) in enumerate(LAYERS) if member(module)]
+    assert len(found) == 1, f"{module} is in {len(found)} rooms: add it to LAYERS"
+    return found[0]
+
+
+def test_every_module_has_a_room_and_imports_only_downward():
+    upward = {
+        m: sorted(d for d in deps if layer(d) > layer(m)) for m, deps in graph().items() if not m.endswith("__main__")
+    }
+    assert not {m: d for m, d in upward.items() if d}, "imports that run back up a room"
+
+
+def test_the_core_is_flat():
+    assert {p.stem for p in (ROOT / "calbench").glob("*.py")} >= CORE - {"calbench"}
+    for package in ("metrics", "harness", "backends", "leaderboard"):
+        assert (ROOT / "calbench" / package / "__init__.py").is_file()
+
+
+def test_the_core_and_the_metrics_are_pure():
+    """Importing them loads neither torch nor lm-eval, transformers or datasets (no model, no harness)."""
+    modules = sorted(m for m in graph() if layer(m) <= 1)
+    code = (
+        "import importlib, sys\n"
+        f"for m in {modules!r}:\n"
+        "    importlib.import_module(m)\n"
+        "print(sorted(m for m in ('torch', 'lm_eval', 'transformers', 'datasets') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert done.stdout.strip() == "[]"

@@ -12,9 +12,10 @@ import pytest
 
 from calbench import cli, runner
 from calbench.families import FAMILIES
-from calbench.leaderboard import numbers, plots, render
+from calbench.leaderboard import card as leaderboard_card
+from calbench.leaderboard import checks, numbers, plots, render
 from calbench.leaderboard import records as run_records
-from calbench.leaderboard.records import RefusedRunError
+from calbench.leaderboard.checks import RefusedRunError
 from calbench.stats import Z95, Estimate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,8 +51,8 @@ def _results(**gen):
 
 
 def test_pure_sampling_is_accepted():
-    run_records.check_run(_results())
-    run_records.check_run(_results(top_k=-1))  # vLLM's "no top-k"
+    checks.check_run(_results())
+    checks.check_run(_results(top_k=-1))  # vLLM's "no top-k"
 
 
 @pytest.mark.parametrize(
@@ -65,18 +66,18 @@ def test_pure_sampling_is_accepted():
 )
 def test_non_t1_sampling_is_refused(change, message):
     with pytest.raises(RefusedRunError, match=message):
-        run_records.check_run(_results(**change))
+        checks.check_run(_results(**change))
 
 
 def test_limit_and_cli_overrides_are_refused():
     limited = _results()
     limited["config"]["limit"] = 3
     with pytest.raises(RefusedRunError, match="--limit 3"):
-        run_records.check_run(limited)
+        checks.check_run(limited)
     overridden = _results()
     overridden["config"]["gen_kwargs"] = "temperature=0.5"
     with pytest.raises(RefusedRunError, match=r"temperature=0\.5"):
-        run_records.check_run(overridden)
+        checks.check_run(overridden)
 
 
 def test_family_score_by_hand():
@@ -110,7 +111,8 @@ def test_threshold_score_by_hand(records):
 def test_record_contents(records):
     oracle = records[0]
     assert oracle["model"]["backend"] == "calbench-oracle"
-    assert oracle["seeds"]["random_seed"] == 0 and oracle["packages"]["lm_eval"]
+    assert oracle["evaluations"]["run-1"]["seeds"]["random_seed"] == 0 and oracle["packages"]["lm_eval"]
+    assert oracle["evaluations"]["run-1"]["task_hashes"]["calbench_numeric_unseen"]  # lm-eval's task hashes
     unseen = oracle["tasks"]["calbench_numeric_unseen"]
     assert unseen["samples_per_prompt"] == 100 and unseen["version"] == 1 and unseen["prompts"] == 24
     assert unseen["generation"]["temperature"] == 1.0
@@ -207,7 +209,7 @@ def test_pit_histogram_by_hand():
 
 def test_a_task_in_two_results_files_is_refused(reference_results):
     (results,) = reference_results["calbench-oracle"][:1]
-    with pytest.raises(RefusedRunError, match="in two of the results files"):
+    with pytest.raises(RefusedRunError, match="is in two evaluations"):
         run_records.build_record("x", "reference", [results, results], "cmd")
 
 
@@ -314,15 +316,15 @@ def test_adapter_card_gets_the_evaluation(records, tmp_path):
     before = (adapter / "README.md").read_text()
     argv = ["leaderboard", "card", str(adapter), "oracle", "collapsed", "--results-dir", str(store)]
     assert cli.main(argv) == 0
-    card = (adapter / "README.md").read_text()
-    assert "# calbench hard-target LoRA adapter" in card and "stopped at 7 optimizer steps" in card
-    evaluation = card.split("## Evaluation", 1)[1]
+    text = (adapter / "README.md").read_text()
+    assert "# calbench hard-target LoRA adapter" in text and "stopped at 7 optimizer steps" in text
+    evaluation = text.split("## Evaluation", 1)[1]
     assert re.search(r"\| oracle +\| reference +\| \d", evaluation)
     assert "- collapsed: `calbench eval c`" in evaluation
     # Only the evaluation changed: the card equals a fresh render with that evaluation.
     by_name = {r["name"]: r for r in run_records.load_records(store)}
-    table = render.card_evaluation([by_name["oracle"], by_name["collapsed"]])
-    assert card == model_card.render(config, summary, table) != before
+    table = leaderboard_card.card_evaluation([by_name["oracle"], by_name["collapsed"]])
+    assert text == model_card.render(config, summary, table) != before
     assert cli.main([*argv[:3], "nobody", "--results-dir", str(store)]) == 2
 
 

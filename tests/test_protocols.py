@@ -14,6 +14,7 @@ from scipy import stats
 from calbench import protocols, runner
 from calbench.families import FAMILIES, make_target, split_points
 from calbench.harness import protocol_metrics
+from calbench.metrics import protocol_diagnostics
 from tests.helpers import load_task_yaml
 
 TASKS = [f"calbench_numeric_quick_{p}" for p in protocols.PROTOCOLS]
@@ -72,7 +73,7 @@ def test_short_lists_are_padded_with_invalid_items(items):
 @given(text=st.text(max_size=300))
 def test_no_response_crashes_any_parser(text):
     for protocol in protocols.PROTOCOLS:
-        items, extras = protocols.samples_of(protocol, [text], GAUSSIAN)
+        items, extras = protocol_diagnostics.samples_of(protocol, [text], GAUSSIAN)
         assert len(items) == protocols.PROTOCOLS[protocol].items and "well_formed_rate" in extras
     assert protocols.ssot_answer(text) is not None
     listed = protocols.parse_verbalized(text, GAUSSIAN)
@@ -134,23 +135,25 @@ def test_verbalized_w1_equals_scipy(target):
     else:
         grid = target.law.ppf((np.arange(200_000) + 0.5) / 200_000)
         reference = stats.wasserstein_distance(listed.values, grid, listed.probs)
-    assert protocols.verbalized_w1(listed, target) == pytest.approx(reference, rel=1e-3)
+    assert protocol_diagnostics.verbalized_w1(listed, target) == pytest.approx(reference, rel=1e-3)
 
 
 def test_batch_diagnostics_by_hand():
     alternating = np.array([0.1, 0.9] * 5)
-    assert protocols.lag1_autocorrelation(alternating) == pytest.approx(-0.9)  # Σ d_i d_{i+1} / Σ d_i² = -9/10
-    assert protocols.runs_z(alternating) > 2.5  # 10 runs where about 6 are expected
-    assert protocols.runs_z(np.array([0.1] * 5 + [0.9] * 5)) < -2.5  # 2 runs: sticky
-    assert protocols.duplicate_rate(np.array([1.0, 1.0, 2.0, 3.0])) == 0.25
-    exact = protocols.exact_duplicate_rate(POISSON, 10)
+    assert protocol_diagnostics.lag1_autocorrelation(alternating) == pytest.approx(
+        -0.9
+    )  # Σ d_i d_{i+1} / Σ d_i² = -9/10
+    assert protocol_diagnostics.runs_z(alternating) > 2.5  # 10 runs where about 6 are expected
+    assert protocol_diagnostics.runs_z(np.array([0.1] * 5 + [0.9] * 5)) < -2.5  # 2 runs: sticky
+    assert protocol_diagnostics.duplicate_rate(np.array([1.0, 1.0, 2.0, 3.0])) == 0.25
+    exact = protocol_diagnostics.exact_duplicate_rate(POISSON, 10)
     assert 0.3 < exact < 0.6  # 10 Poisson(4) draws share values often
 
 
 def test_tokens_per_valid_by_hand():
-    value, se = protocols.tokens_per_valid([10, 20, 30], [1, 1, 1])
+    value, se = protocol_diagnostics.tokens_per_valid([10, 20, 30], [1, 1, 1])
     assert value == pytest.approx(20.0) and se == pytest.approx(np.std([10, 20, 30], ddof=1) / math.sqrt(3))
-    assert protocols.tokens_per_valid([5, 5], [0, 0]) == [None, None]
+    assert protocol_diagnostics.tokens_per_valid([5, 5], [0, 0]) == [None, None]
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from calbench import cli, runner
-from calbench.leaderboard import records
-from calbench.leaderboard.records import RefusedRunError
+from calbench import cli, lm_eval_io, runner
+from calbench.leaderboard import checks, records
+from calbench.leaderboard.checks import RefusedRunError
 from calbench.policy import PURE_SAMPLING
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,9 +27,9 @@ def _results(gen=None, backend="calbench-hf", pretrained=None, n=(24, 24)):
 
 
 def test_runs_restricted_with_samples_are_refused():
-    records.check_run(_results())
+    checks.check_run(_results())
     with pytest.raises(RefusedRunError, match=r"task t scored 3 of its 24 prompts \(--samples or --limit\)"):
-        records.check_run(_results(n=(24, 3)))
+        checks.check_run(_results(n=(24, 3)))
 
 
 @pytest.mark.parametrize(
@@ -38,13 +38,13 @@ def test_runs_restricted_with_samples_are_refused():
 )
 def test_settings_beyond_pure_sampling_are_refused(gen, named):
     with pytest.raises(RefusedRunError, match=named):
-        records.check_run(_results(gen))
+        checks.check_run(_results(gen))
 
 
 def test_neutral_settings_are_accepted():
-    records.check_run(_results({"repetition_penalty": 1.0, "min_p": 0.0, "until": [], "max_gen_toks": 32}))
+    checks.check_run(_results({"repetition_penalty": 1.0, "min_p": 0.0, "until": [], "max_gen_toks": 32}))
     for alias in ("max_new_tokens", "max_tokens", "max_completion_tokens"):  # lm-eval's names for max_gen_toks
-        records.check_run(_results({alias: 64}))
+        checks.check_run(_results({alias: 64}))
 
 
 def test_the_samples_log_is_found_for_either_results_file_name(tmp_path):
@@ -52,7 +52,7 @@ def test_the_samples_log_is_found_for_either_results_file_name(tmp_path):
     for name in (f"results_{stamp}.json", f"mine_{stamp}.json"):  # --output_path DIR or DIR/mine.json
         log = tmp_path / f"samples_t_{stamp}.jsonl"
         log.write_text("x")
-        assert records.samples_log(tmp_path / name, "t") == log
+        assert lm_eval_io.samples_log(tmp_path / name, "t") == log
 
 
 def test_a_generation_config_that_changes_sampling_is_refused_unless_overridden(tmp_path):
@@ -64,12 +64,12 @@ def test_a_generation_config_that_changes_sampling_is_refused_unless_overridden(
     with pytest.raises(
         RefusedRunError, match=r"generation_config\.json sets repetition_penalty=1\.1, which hf applies"
     ):
-        records.check_generation_config(_results(backend="hf", pretrained=str(model)))
+        checks.check_generation_config(_results(backend="hf", pretrained=str(model)))
     # top_k is overridden by the task (top_k 0); once repetition_penalty is too, the run is fine.
-    records.check_generation_config(_results({"repetition_penalty": 1.0}, backend="hf", pretrained=str(model)))
-    records.check_generation_config(_results(backend="calbench-hf", pretrained=str(model)))  # reads no config
+    checks.check_generation_config(_results({"repetition_penalty": 1.0}, backend="hf", pretrained=str(model)))
+    checks.check_generation_config(_results(backend="calbench-hf", pretrained=str(model)))  # reads no config
     with pytest.raises(RefusedRunError, match="which vllm applies"):
-        records.check_generation_config(_results(backend="vllm", pretrained=str(model)))
+        checks.check_generation_config(_results(backend="vllm", pretrained=str(model)))
 
 
 def test_every_task_overrides_the_usual_generation_config_setting():
@@ -120,7 +120,12 @@ def _store_with(tmp_path: Path, change) -> Path:
             "must be [value, standard error]",
         ),
         (lambda r: r["tasks"]["calbench_numeric_unseen"].update(prompts="24"), "prompts: must be a whole number"),
-        (lambda r: r.update(schema=2), "unknown record schema 2"),
+        (lambda r: r.update(schema=3), "unknown record schema 3"),
+        (
+            lambda r: r["tasks"]["calbench_numeric_unseen"].update(evaluation="elsewhere"),
+            "tasks.calbench_numeric_unseen.evaluation: 'elsewhere' is not an evaluation that ran it",
+        ),
+        (lambda r: r["evaluations"].clear(), "evaluations: must be an object with at least one evaluation"),
         (lambda r: r["model"].update(pretrained=["a"]), "model: must be an object of strings"),
     ],
 )
@@ -135,7 +140,7 @@ def test_the_committed_records_all_validate():
     loaded = records.load_records(STORE)
     assert [r["name"] for r in loaded] == [p.stem for p in sorted(STORE.glob("*.json"))]  # every file, in file order
     for record in loaded:
-        records.validate_record(copy.deepcopy(record))
+        checks.validate_record(copy.deepcopy(record))
 
 
 def test_a_render_of_bad_records_fails_with_the_reason(tmp_path, capsys):
@@ -174,5 +179,5 @@ def test_a_hub_models_cached_generation_config_is_checked_too(tmp_path, monkeypa
     (tmp_path / "models--org--name" / "refs" / "main").write_text("abc")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
     with pytest.raises(RefusedRunError, match=r"sets repetition_penalty=1\.2"):
-        records.check_generation_config(_results(backend="hf", pretrained="org/name"))
-    records.check_generation_config(_results(backend="hf", pretrained="org/not-cached"))  # nothing to check
+        checks.check_generation_config(_results(backend="hf", pretrained="org/name"))
+    checks.check_generation_config(_results(backend="hf", pretrained="org/not-cached"))  # nothing to check

@@ -233,6 +233,25 @@ def test_retention_delta_pairs_items(tmp_path, capsys):
     assert "| 5 " in row and f"[{expected.low:.3g}, {expected.high:.3g}]" in row and "0.2 ±" in row
 
 
+def test_retention_delta_from_records_equals_the_one_from_samples_logs(tmp_path, capsys):
+    from calbench.leaderboard import records
+
+    base = _run(tmp_path / "b", "tinyArc", [1, 0, 1, 1, 0, 1])
+    tuned = _run(tmp_path / "t", "tinyArc", [1, 1, 0, 1, 1, 0])
+    store = tmp_path / "store"
+    for name, results in (("base-model", base), ("tuned-model", tuned)):
+        records.add_record(name, "base", [results], "calbench eval ...", store)
+    assert cli.main(["retention-delta", str(base), str(tuned)]) == 0
+    from_logs = capsys.readouterr().out
+    assert cli.main(["retention-delta", "base-model", "tuned-model", "--results-dir", str(store)]) == 0
+    from_names = capsys.readouterr().out
+    assert cli.main(["retention-delta", str(store / "base-model.json"), str(store / "tuned-model.json")]) == 0
+    from_files = capsys.readouterr().out
+    assert "| tinyArc" in from_logs and from_logs == from_names == from_files
+    assert cli.main(["retention-delta", "base-model", "nobody", "--results-dir", str(store)]) == 2
+    assert "no run record named nobody" in capsys.readouterr().err
+
+
 def test_retention_delta_refuses_different_items(tmp_path, capsys):
     base = _run(tmp_path / "b", "tinyArc", [1, 0, 1])
     tuned = _run(tmp_path / "t", "tinyArc", [1, 1, 0, 1])  # --limit differs

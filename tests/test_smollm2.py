@@ -123,7 +123,7 @@ def test_enumeration_agrees_with_many_samples(smollm2, adapter):
 
     extra = {}
     if adapter:
-        folder = Path(tasks_path()).parent / "leaderboards" / "smollm2-cpu" / "adapters" / adapter
+        folder = Path(tasks_path()).parent / "leaderboards" / "adapters" / f"smollm2-135m-instruct-{adapter}"
         if not folder.exists():
             pytest.skip(f"no published {adapter} adapter at {folder}")
         extra["peft"] = str(folder)

@@ -1,9 +1,9 @@
 """The trade-off table and plot (calibration gained against retention lost), on the committed
-SmolLM2 records and offline retention runs."""
+SmolLM2 records and the per-item retention scores they store."""
 
 from __future__ import annotations
 
-import json
+import copy
 from pathlib import Path
 
 import numpy as np
@@ -12,40 +12,33 @@ import pytest
 from calbench import cli
 from calbench.leaderboard import numbers, tradeoff
 from calbench.leaderboard import records as run_records
-from calbench.leaderboard.records import RefusedRunError
-from calbench.retention_delta import _item_value, item_scores
+from calbench.leaderboard.checks import RefusedRunError
 
 ROOT = Path(__file__).resolve().parents[1]
-OFFLINE = ROOT / "leaderboards" / "smollm2-cpu" / "results_offline"
+STORE = ROOT / "leaderboards" / "results"
 BASE, SOFT = "smollm2-135m-instruct-base", "smollm2-135m-instruct-soft"
-
-
-def _retention_run(system: str) -> Path:
-    found = [p for p in sorted((OFFLINE / system).rglob("results_*.json")) if '"calbench_arithmetic":' in p.read_text()]
-    assert found, f"no committed offline retention run of {system}"
-    return found[-1]
 
 
 @pytest.fixture(scope="module")
 def stored():
-    return {r["name"]: r for r in run_records.load_records(ROOT / "leaderboards" / "results")}
+    return {r["name"]: r for r in run_records.load_records(STORE)}
 
 
-def _mean_difference(base_file: Path, tuned_file: Path, task: str, metric: str) -> float:
-    """tuned - base over the items of both samples logs, straight from the logs."""
-    b, t = item_scores(base_file, task), item_scores(tuned_file, task)
-    assert set(b) == set(t)
-    values = [(_item_value(t[k], metric), _item_value(b[k], metric)) for k in b]
-    return float(np.mean([tv - bv for tv, bv in values if tv is not None and bv is not None]))
+def _mean_difference(base: dict, tuned: dict, task: str, metric: str) -> float:
+    """tuned - base over the items both records store, straight from the stored items."""
+    key = lambda item: (item["doc_id"], item["doc_hash"], item["filter"])  # noqa: E731
+    b = {key(i): i["scores"][metric] for i in base["tasks"][task]["items"]}
+    t = {key(i): i["scores"][metric] for i in tuned["tasks"][task]["items"]}
+    assert set(b) == set(t) and len(b) > 50
+    return float(np.mean([t[k] - b[k] for k in b]))
 
 
 def test_point_is_the_score_difference_and_the_mean_paired_loss(stored):
-    base, soft = _retention_run("base"), _retention_run("soft")
-    p = tradeoff.point(stored[BASE], base, stored[SOFT], soft)
+    p = tradeoff.point(stored[BASE], stored[SOFT])
     b, s = numbers.calibration_score(stored[BASE]), numbers.calibration_score(stored[SOFT])
     assert p.calibration_gained.value == pytest.approx(s.value - b.value)
     assert p.calibration_gained.se == pytest.approx(np.hypot(s.se, b.se))
-    lost = {key: -_mean_difference(base, soft, *key) for key in tradeoff.RETENTION}
+    lost = {key: -_mean_difference(stored[BASE], stored[SOFT], *key) for key in tradeoff.RETENTION}
     for key, value in lost.items():  # base - adapter: positive when the adapter lost
         assert p.lost[key].delta.value == pytest.approx(value)
         assert p.lost[key].low <= value <= p.lost[key].high
@@ -57,33 +50,28 @@ def test_point_is_the_score_difference_and_the_mean_paired_loss(stored):
 
 
 def test_cli_writes_table_and_plot(stored, tmp_path, capsys):
-    base, soft = _retention_run("base"), _retention_run("soft")
-    rc = cli.main(["leaderboard", "tradeoff", BASE, str(base), "--adapter", SOFT, str(soft), "--output", str(tmp_path)])
+    rc = cli.main(["leaderboard", "tradeoff", BASE, SOFT, "--output", str(tmp_path), "--results-dir", str(STORE)])
     assert rc == 0
     text = (tmp_path / tradeoff.TABLE).read_text()
-    assert f"`calbench leaderboard tradeoff {BASE} {base} --adapter {SOFT} {soft} --output {tmp_path}`" in text
+    assert f"`calbench leaderboard tradeoff {BASE} {SOFT} --output {tmp_path}`" in text
     rows = [line for line in text.splitlines() if line.startswith(f"| {SOFT} ") or line.startswith(f"| {BASE} ")]
     assert len(rows) == 2
+    assert f"### {SOFT} against {BASE}" in text and "| calbench_noveltybench_curated  | distinct_lite" in text
     png = (tmp_path / tradeoff.PLOT).read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
 
 
 def test_refusals_name_the_problem(stored, tmp_path, capsys):
-    base, soft = _retention_run("base"), _retention_run("soft")
-    assert (
-        cli.main(
-            ["leaderboard", "tradeoff", "nobody", str(base), "--adapter", SOFT, str(soft), "--output", str(tmp_path)]
-        )
-        != 0
-    )
+    argv = ["leaderboard", "tradeoff", "nobody", SOFT, "--output", str(tmp_path), "--results-dir", str(STORE)]
+    assert cli.main(argv) != 0
     assert "no run record named nobody in" in capsys.readouterr().err
-    no_score = json.loads(json.dumps(stored[SOFT]))
+    no_score = copy.deepcopy(stored[SOFT])
     for split in numbers.SAMPLING_TASKS.values():
         no_score["tasks"].pop(split, None)
     with pytest.raises(RefusedRunError, match="no calibration score"):
-        tradeoff.point(stored[BASE], base, no_score, soft)
-    with pytest.raises(RefusedRunError, match="share no task"):  # a run without the retention suite
-        sampling = next(
-            p for p in sorted((ROOT / "leaderboards/smollm2-cpu/results_1000/soft").rglob("results_*.json"))
-        )
-        tradeoff.point(stored[BASE], base, stored[SOFT], sampling)
+        tradeoff.point(stored[BASE], no_score)
+    no_items = copy.deepcopy(stored[SOFT])  # a record without the retention suite's items
+    for entry in no_items["tasks"].values():
+        entry.pop("items", None)
+    with pytest.raises(RefusedRunError, match="share no task"):
+        tradeoff.point(stored[BASE], no_items)

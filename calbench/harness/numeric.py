@@ -17,7 +17,7 @@ from lm_eval.api.instance import Instance
 from calbench import protocols
 from calbench.families import make_target, split_points
 from calbench.harness.base import CalbenchTask
-from calbench.metrics import prompt_records
+from calbench.metrics import prompt_records, protocol_diagnostics
 from calbench.parse import classify
 from calbench.prompt import prompt_text
 from calbench.stats import UNDEFINED, Estimate, family_means
@@ -160,12 +160,12 @@ class ProtocolTask(SamplingTask):
     def record(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
         responses = [r for group in results for r in ([group] if isinstance(group, str) else group)]
         target = make_target(doc["family"], json.loads(doc["params"]))
-        items, extras = protocols.samples_of(self.protocol, responses, target)
+        items, extras = protocol_diagnostics.samples_of(self.protocol, responses, target)
         per = protocols.PROTOCOLS[self.protocol].items
         valid = [
             sum(1 for i in items[j * per : (j + 1) * per] if classify(i, target).valid) for j in range(len(responses))
         ]
-        extras["tokens_per_valid"] = protocols.tokens_per_valid([self._tokens(r) for r in responses], valid)
+        extras["tokens_per_valid"] = protocol_diagnostics.tokens_per_valid([self._tokens(r) for r in responses], valid)
         return {**prompt_records.score_prompt(target, items).to_dict(), "protocol": extras}
 
 

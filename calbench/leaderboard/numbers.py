@@ -32,15 +32,21 @@ families independent: ``stats.quadrature_mean``).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
-from calbench.families import FAMILIES, Target, target_from_key
+from calbench.families import FAMILIES
 from calbench.metrics import calibration as n_free
 from calbench.metrics import pit
-from calbench.stats import UNDEFINED, Z95, Estimate, quadrature_mean, rate
+from calbench.metrics.prompt_records import (
+    Prompt,
+    family_mean_pit_w1,
+    ks_pass_share,
+    pooled_valid_rate,
+    prompt_rows,
+    share_below_reference,
+)
+from calbench.stats import UNDEFINED, Z95, Estimate, quadrature_mean
 
 NUMERIC_SPLITS = ("unseen", "heldout")
 SAMPLING_TASKS = {s: f"calbench_numeric_{s}" for s in NUMERIC_SPLITS}
@@ -48,19 +54,6 @@ LIKELIHOOD_TASKS = {s: f"calbench_numeric_{s}_likelihood" for s in NUMERIC_SPLIT
 EXACT_TASKS = {s: f"calbench_numeric_{s}_exact" for s in NUMERIC_SPLITS}  # sample-free (enumerated)
 TIERS = {1: "I", 2: "II", 3: "III"}
 SAMPLING_SETS = (*NUMERIC_SPLITS, "quick")  # the numeric sampling tasks: each split, and the quick selection
-
-
-def sampling_protocol(task: str) -> str | None:
-    """The sampling protocol of a numeric sampling task (``calbench_numeric_<set>[_<protocol>]``), else None."""
-    from calbench.protocols import PROTOCOLS
-
-    for name in SAMPLING_SETS:
-        stem = f"calbench_numeric_{name}"
-        if task == stem:
-            return "independent"
-        if task.startswith(stem + "_") and task.removeprefix(stem + "_") in PROTOCOLS:
-            return task.removeprefix(stem + "_")
-    return None
 
 
 def estimate(pair: Sequence[float | None] | None) -> Estimate:
@@ -104,9 +97,6 @@ def threshold_score(record: Mapping[str, Any]) -> Estimate:
     return Estimate(100 * mean.value, 100 * mean.se)
 
 
-Prompt = tuple[np.ndarray, int, Target]  # valid answers in order, responses, the law
-
-
 def prompts(record: Mapping[str, Any]) -> dict[str, list[Prompt]] | None:
     """family -> its prompts' stored samples, over both numeric splits; None unless both
     sampling tasks were run with their samples stored."""
@@ -117,16 +107,6 @@ def prompts(record: Mapping[str, Any]) -> dict[str, list[Prompt]] | None:
             return None
         stored += task["samples"]
     return prompt_rows(stored)
-
-
-def prompt_rows(stored: Iterable[Mapping[str, Any]]) -> dict[str, list[Prompt]]:
-    """family -> prompts of stored per-prompt samples (``records.prompt_values``' dicts)."""
-    out: dict[str, list[Prompt]] = {}
-    for p in stored:
-        out.setdefault(p["family"], []).append(
-            (np.asarray(p["values"], dtype=float), int(p["n"]), target_from_key(p["target"]))
-        )
-    return out
 
 
 def samples_per_prompt(record: Mapping[str, Any]) -> int | None:
@@ -173,49 +153,6 @@ def ks_at_n(record: Mapping[str, Any], n: int = pit.KS_N) -> Estimate | str:
         return why
     rows = prompts(record)
     return UNDEFINED if rows is None else ks_pass_share(rows, n)
-
-
-# The same numbers from any family -> prompts mapping (a record's, or a fresh run's: calbench demo).
-
-
-def share_below_reference(rows: Mapping[str, Sequence[Prompt]]) -> Estimate:
-    counts = [values.size for family in rows.values() for values, _, _ in family]
-    return Estimate(sum(c < n_free.M_REF for c in counts) / len(counts), 0.0)
-
-
-def pooled_valid_rate(rows: Mapping[str, Sequence[Prompt]]) -> Estimate:
-    """Mean over families of each family's valid answers over its responses (Agresti-Coull SEs)."""
-    families = [rate(sum(v.size for v, _, _ in f), sum(k for _, k, _ in f)) for f in rows.values()]
-    return quadrature_mean(families, nan="propagate")
-
-
-def family_mean_pit_w1(rows: Mapping[str, Sequence[Prompt]]) -> Estimate:
-    """Mean over families of the mean per-prompt ``pit_w1`` (undefined if a family has no
-    valid answer: the PIT of nothing is not a distance)."""
-    families = []
-    for family in rows.values():
-        per_prompt = [
-            Estimate(pit.pit_w1(*pit.pit_intervals(v, t)), pit.pit_w1_se(v, t)) if v.size else UNDEFINED
-            for v, _, t in family
-        ]
-        families.append(quadrature_mean(per_prompt, nan="propagate"))
-    return quadrature_mean(families, nan="propagate")
-
-
-def sample_quality(rows: Mapping[str, Sequence[Prompt]], ks_n: int = pit.KS_N) -> dict[str, Estimate]:
-    """The numbers a table shows for one run's prompts: valid rate, score, pit_w1 and KS@N."""
-    return {
-        "valid_rate": pooled_valid_rate(rows),
-        "calibration_score": n_free.calibration_score(rows),
-        "pit_w1": family_mean_pit_w1(rows),
-        "ks_at_n": ks_pass_share(rows, ks_n),
-    }
-
-
-def ks_pass_share(rows: Mapping[str, Sequence[Prompt]], n: int = pit.KS_N) -> Estimate:
-    """The share of prompts whose first ``n`` valid answers pass the KS test (fewer fail)."""
-    passed = [pit.ks_at_n(v, t, n) for family in rows.values() for v, _, t in family]
-    return rate(sum(passed), len(passed))
 
 
 def tier_metric(record: Mapping[str, Any], tier: int, metric: str) -> Estimate:

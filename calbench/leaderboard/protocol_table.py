@@ -19,13 +19,14 @@ from typing import Any
 
 from tabulate import tabulate
 
-from calbench.leaderboard import numbers, plots, records
+from calbench import protocols
+from calbench.leaderboard import checks, numbers, plots, records
 from calbench.leaderboard.render import csv_text, splice_readme
 from calbench.metrics import calibration as n_free
+from calbench.metrics import prompt_records
 from calbench.policy import arrow
 from calbench.protocols import PROTOCOLS
-from calbench.results_tables import fmt
-from calbench.stats import Z95, Estimate
+from calbench.stats import Z95, Estimate, fmt
 
 ORDER = ("independent", *PROTOCOLS)
 QUICK = "calbench_numeric_quick"
@@ -39,7 +40,7 @@ class Run:
     system: str
     protocol: str
     overall: Mapping[str, Any]  # the record's [value, se] pairs
-    rows: Mapping[str, Sequence[numbers.Prompt]]
+    rows: Mapping[str, Sequence[prompt_records.Prompt]]
 
     @property
     def samples_per_prompt(self) -> int:
@@ -49,25 +50,27 @@ class Run:
 def load_runs(stored: Sequence[Mapping[str, Any]]) -> list[Run]:
     """Every (system, protocol) of the quick selection in ``stored`` run records: systems by
     entry type (references first), then name; protocols in ``ORDER``."""
-    ranked = sorted(stored, key=lambda r: (records.ENTRY_TYPES.index(r["type"]), r["name"]))
+    ranked = sorted(stored, key=lambda r: (checks.ENTRY_TYPES.index(r["type"]), r["name"]))
     runs = []
     for record in ranked:
         found = {}
         for task, entry in record["tasks"].items():
-            protocol = numbers.sampling_protocol(task)
+            protocol = protocols.sampling_protocol(task)
             if protocol is None or not task.startswith(QUICK):
                 continue
             if "samples" not in entry:
-                raise records.RefusedRunError(f"{record['name']}: {task} has no stored samples")
-            found[protocol] = Run(record["name"], protocol, entry["overall"], numbers.prompt_rows(entry["samples"]))
+                raise checks.RefusedRunError(f"{record['name']}: {task} has no stored samples")
+            found[protocol] = Run(
+                record["name"], protocol, entry["overall"], prompt_records.prompt_rows(entry["samples"])
+            )
         runs += [found[p] for p in ORDER if p in found]
     if not runs:
-        raise records.RefusedRunError(f"no run records of {QUICK} or its protocol variants")
+        raise checks.RefusedRunError(f"no run records of {QUICK} or its protocol variants")
     return runs
 
 
 def cells(run: Run, ks_n: int) -> list[Estimate]:
-    q = numbers.sample_quality(run.rows, ks_n)
+    q = prompt_records.sample_quality(run.rows, ks_n)
     undefined = Estimate(math.nan, math.nan)  # the independent tasks report no protocol diagnostics
 
     def extra(metric: str) -> Estimate:

@@ -1,8 +1,8 @@
-"""The leaderboard rendered: tables (markdown and CSV), the README's headline block, model cards.
+"""The leaderboard rendered: tables (markdown and CSV) and the README's headline block.
 
 ``render`` turns run records into ``leaderboards/README.md`` and one CSV per table;
 ``write_all`` writes them (and the plots) and splices the headline table into the
-top-level README; ``update_card`` writes records into an adapter's model card.
+top-level README. Adapter model cards are ``calbench.leaderboard.card``'s.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 from tabulate import tabulate
 
 from calbench.leaderboard import plots
+from calbench.leaderboard.checks import RefusedRunError
 from calbench.leaderboard.numbers import (
     EXACT_TASKS,
     LIKELIHOOD_TASKS,
@@ -33,10 +34,8 @@ from calbench.leaderboard.numbers import (
     tier_metric,
     valid_rate,
 )
-from calbench.leaderboard.records import RefusedRunError, atomic_write, named_records
 from calbench.policy import arrow
-from calbench.results_tables import fmt
-from calbench.stats import Estimate
+from calbench.stats import Estimate, fmt
 
 Cell = Estimate | str  # a value with its standard error, or why there is none
 Column = tuple[str, Callable[[Mapping[str, Any]], Cell]]
@@ -77,7 +76,7 @@ HEADLINE = (
 )
 
 
-def _table(
+def table(
     records: Sequence[Mapping[str, Any]], columns: Sequence[Column], rank: bool = False
 ) -> tuple[list[str], list[list[str]]]:
     headers = [*(["#"] if rank else []), "system", "type", *(c for c, _ in columns)]
@@ -178,7 +177,7 @@ def render(records: Sequence[Mapping[str, Any]], plot_files: Sequence[str] = ())
         "",
     ]
     for key, (title, columns) in TABLES.items():
-        headers, rows = _table(order, columns(), rank=key == "headline")
+        headers, rows = table(order, columns(), rank=key == "headline")
         lines += [f"## {title}", "", tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True), ""]
         files[f"tables/{key}.csv"] = csv_text(headers, rows)
     if plot_files:
@@ -193,43 +192,8 @@ def render(records: Sequence[Mapping[str, Any]], plot_files: Sequence[str] = ())
     return files
 
 
-def card_evaluation(records: Sequence[Mapping[str, Any]]) -> str:
-    """An adapter card's evaluation section: its record beside the others given (e.g. its base)."""
-    headers, rows = _table(records, HEADLINE)
-    commands = "\n".join(f"- {r['name']}: `{r['command'].strip()}`" for r in records)
-    note = "calbench leaderboard run records; value ± 95% interval half-width. Reproduce with:"
-    return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True) + f"\n\n{note}\n\n{commands}"
-
-
-# An adapter card's evaluation section (``calbench.training.card`` writes the card around it).
-CARD_EVALUATION = "## Evaluation"
-CARD_AFTER_EVALUATION = "The resolved training configuration"
-
-
-def splice_card(card: str, evaluation: str) -> str:
-    """A model card with ``evaluation`` between its evaluation heading and the paragraph after it."""
-    start, end = f"\n{CARD_EVALUATION}\n\n", f"\n\n{CARD_AFTER_EVALUATION}"
-    if start not in card or end not in card.split(start, 1)[1]:
-        raise RefusedRunError(
-            f"the model card has no {CARD_EVALUATION!r} section followed by {CARD_AFTER_EVALUATION!r}"
-        )
-    head, rest = card.split(start, 1)
-    _, tail = rest.split(end, 1)
-    return f"{head}{start}{evaluation}{end}{tail}"
-
-
-def update_card(adapter: Path, names: Sequence[str], results_dir: Path) -> Path:
-    """Write the run records ``names`` (the adapter's, then e.g. its base's) into the adapter's card."""
-    wanted = named_records(results_dir, names)
-    card = Path(adapter) / "README.md"
-    if not card.is_file():
-        raise RefusedRunError(f"{adapter} has no model card (README.md): is it an adapter calbench trained?")
-    atomic_write(card, splice_card(card.read_text(), card_evaluation(wanted)))
-    return card
-
-
 def headline_markdown(records: Sequence[Mapping[str, Any]]) -> str:
-    headers, rows = _table(ranked(records), HEADLINE, rank=True)
+    headers, rows = table(ranked(records), HEADLINE, rank=True)
     return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
 
 

@@ -6,7 +6,7 @@ For each adapter, against its base model's record:
   adapter minus the base model's. The two runs sample independently, so its standard error
   is the two scores' in quadrature.
 * **retention lost**: base minus adapter on the offline retention suite, item by item
-  (``retention_delta.paired_deltas`` on the two runs' samples logs), for each of
+  (``retention_delta.paired_deltas`` on the per-item scores the two records store), for each of
   ``RETENTION`` (one headline metric per task) and for their mean, the *retention
   composite*. Each task's paired delta has a bootstrap standard error; the composite's is
   theirs in quadrature over three (the tasks' items are disjoint and resampled apart).
@@ -26,11 +26,12 @@ from typing import Any
 
 from tabulate import tabulate
 
+from calbench.leaderboard.checks import RefusedRunError
 from calbench.leaderboard.numbers import calibration_score, drift_metric, mean_pit_w1, task_metric
-from calbench.leaderboard.records import RefusedRunError, atomic_write
-from calbench.results_tables import fmt
-from calbench.retention_delta import paired_deltas
-from calbench.stats import Z95, Estimate, PairedDelta
+from calbench.provenance import atomic_write
+from calbench.retention_delta import Run, paired_deltas, run_of_record
+from calbench.retention_delta import table as deltas_table
+from calbench.stats import Z95, Estimate, PairedDelta, fmt
 
 RETENTION = (
     ("calbench_arithmetic", "exact_flexible"),
@@ -38,6 +39,8 @@ RETENTION = (
     ("calbench_format_following", "loose_acc"),
 )
 MCQ = ("calbench_mcq_balance", "parse_rate_lenient")  # format following: any parsable answer
+DELTA_TASKS = tuple(task for task, _ in RETENTION)  # and NoveltyBench's splits: the paired deltas listed
+NB = "calbench_noveltybench"
 TABLE, PLOT = "tradeoff.md", "plots/tradeoff.png"
 
 
@@ -65,21 +68,20 @@ def _score(record: Mapping[str, Any]) -> Estimate:
     return score
 
 
-def point(base: Mapping[str, Any], base_results: Path, adapter: Mapping[str, Any], adapter_results: Path) -> Point:
-    """``adapter`` against ``base``: records for the score, the runs' results files (with their
-    samples logs) of the offline retention suite for the paired retention deltas."""
+def point(base: Mapping[str, Any], adapter: Mapping[str, Any]) -> Point:
+    """``adapter`` against ``base``, from their records: the scores, and the offline retention
+    suite's per-item scores for the paired retention deltas."""
     b, a = _score(base), _score(adapter)
     try:
-        rows = {(r.task, r.metric): r for r in paired_deltas(base_results, adapter_results)}
-    except ValueError as err:  # unpaired items, no shared task, an unreadable samples log
+        deltas = paired_deltas(run_of_record(base), run_of_record(adapter), (base["name"], adapter["name"]))
+    except ValueError as err:  # unpaired items, no shared task
         raise RefusedRunError(f"{adapter['name']}: {err}") from err
+    rows = {(r.task, r.metric): r for r in deltas}
     lost = {}
     for key in RETENTION:
         row = rows.get(key)
         if row is None or row.paired is None:
-            raise RefusedRunError(
-                f"{adapter['name']}: {key[0]} {key[1]} not paired in {base_results} and {adapter_results}"
-            )
+            raise RefusedRunError(f"{adapter['name']}: {key[0]} {key[1]} not paired with {base['name']}'s items")
         d = row.paired
         lost[key] = PairedDelta(Estimate(0.0 - d.delta.value, d.delta.se), 0.0 - d.high, 0.0 - d.low, d.n)  # no -0
     composite = Estimate(
@@ -142,17 +144,30 @@ def draw(points: Sequence[Point], title: str, path: Path) -> None:
     plt.close(fig)
 
 
+def deltas_section(base: Mapping[str, Any], adapters: Sequence[Mapping[str, Any]]) -> str:
+    """Every task both records stored per-item scores for, paired, one table per adapter."""
+
+    def transfer(record: Mapping[str, Any]) -> Run:
+        return {t: items for t, items in run_of_record(record).items() if t in DELTA_TASKS or t.startswith(NB)}
+
+    parts = []
+    for record in adapters:
+        rows = paired_deltas(transfer(base), transfer(record), (base["name"], record["name"]))
+        parts.append(f"### {record['name']} against {base['name']}\n\n{deltas_table(rows)}\n")
+    return "\n".join(parts)
+
+
 def write(
     base: Mapping[str, Any],
-    base_results: Path,
-    adapters: Sequence[tuple[Mapping[str, Any], Path]],
+    adapters: Sequence[Mapping[str, Any]],
     output: Path,
     command: str,
     draw_plot: bool = True,
 ) -> list[Path]:
-    """``<output>/tradeoff.md`` (with the command that wrote it) and ``<output>/plots/tradeoff.png``."""
-    points = [point(base, base_results, record, results) for record, results in adapters]
-    records = {r["name"]: r for r, _ in adapters}
+    """``<output>/tradeoff.md`` (with the command that wrote it, and every paired delta) and
+    ``<output>/plots/tradeoff.png``, from the records alone."""
+    points = [point(base, record) for record in adapters]
+    records = {r["name"]: r for r in adapters}
     text = (
         f"# Calibration gained against retention lost: adapters of {base['name']}\n\n"
         f"`{command}`\n\n"
@@ -161,7 +176,12 @@ def write(
         "lost: base - adapter on the offline retention suite, item by item (paired bootstrap: brackets, its 95%\n"
         "percentile interval); the composite is the mean of the three tasks' deltas. ±: half a 95% interval.\n"
         "MCQ parse_rate_lenient: the share of MCQ answers that name an option at all (format following).\n\n"
-        f"{table(base, points, records)}\n\n![trade-off]({PLOT})\n"
+        f"{table(base, points, records)}\n\n![trade-off]({PLOT})\n\n"
+        "## Every paired delta\n\n"
+        "tuned - base on the same items, for the retention suite and NoveltyBench-lite (distinct generations of\n"
+        "10 per prompt), from the per-item scores both records store: `calbench retention-delta BASE TUNED`\n"
+        "prints each table (with every other task both stored items for).\n\n"
+        f"{deltas_section(base, adapters)}"
     )
     written = [output / TABLE]
     atomic_write(output / TABLE, text)

@@ -20,19 +20,25 @@ Metrics (per prompt; ↓ lower is better, ↑ higher is better):
   what exact draws score at that n; ``pit_ks`` ↓ the KS statistic of the PIT values;
 * ``ks_at_n`` ↑ share of prompts whose first 100 valid samples pass the KS test at p > 1e-4
   (integer laws: calibrated by simulation); fewer than 100 valid samples is a fail.
+
+The valid answers themselves are kept too, per prompt and in order (``prompt_values``: what
+a run record stores, 6 significant digits), and re-scored from there: ``prompt_rows`` turns
+them into family -> ``Prompt`` rows, from which ``sample_quality`` computes the valid rate,
+the calibration score (``calbench.metrics.calibration``), ``pit_w1`` and KS@N of a run.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
-from calbench.families import FAMILIES, Target, make_target
-from calbench.metrics import pit, sampling
+from calbench.families import FAMILIES, Target, make_target, target_from_key
+from calbench.metrics import calibration, pit, protocol_diagnostics, sampling
 from calbench.parse import classify
 from calbench.stats import (
     UNDEFINED,
@@ -179,3 +185,91 @@ def summarize(records: Iterable[PromptScore]) -> Summary:
             [e.value for e in fam], nan="worst", seed=seed_for("median", m), ses=[e.se for e in fam]
         )
     return Summary(families, overall, sum(len(v) for v in grouped.values()))
+
+
+# ---------------------------------------------------------------- stored valid answers
+
+Prompt = tuple[np.ndarray, int, Target]  # valid answers in order, responses, the law
+
+
+def prompt_values(
+    samples: Iterable[Mapping[str, Any]], where: str = "samples", protocol: str = "independent"
+) -> list[dict[str, Any]]:
+    """Valid parsed answers per prompt, in order, of a numeric sampling task's logged samples
+    (lm-eval's per-sample records: a log's lines, or a run's ``results["samples"][task]``);
+    under a sampling protocol, the samples its responses yield (``protocol_diagnostics.samples_of``)."""
+    prompts = []
+    for n, sample in enumerate(samples, 1):
+        try:
+            doc = sample["doc"]
+            target = make_target(doc["family"], json.loads(doc["params"]))
+            groups = sample["resps"] if protocol != "independent" else sample["resps"][:1]
+            responses = [r for group in groups for r in group]  # a seeded prompt: one group per seed
+            if not all(isinstance(group, list) for group in groups) or not all(isinstance(r, str) for r in responses):
+                raise TypeError("resps is not a list of lists of strings")
+        except (ValueError, KeyError, IndexError, TypeError) as err:
+            raise ValueError(f"{where}:{n}: not a calbench sample record ({err})") from err
+        if protocol != "independent":
+            responses = protocol_diagnostics.samples_of(protocol, responses, target)[0]
+        answers = [classify(text, target) for text in responses]
+        prompts.append(
+            {
+                "family": doc["family"],
+                "target": doc["target"],
+                "n": len(answers),
+                "values": [float(f"{a.value:.6g}") for a in answers if a.valid and a.value is not None],
+            }
+        )
+    if not prompts:
+        raise ValueError(f"{where}: the samples log is empty")
+    return prompts
+
+
+def prompt_rows(stored: Iterable[Mapping[str, Any]]) -> dict[str, list[Prompt]]:
+    """family -> prompts of stored per-prompt samples (``prompt_values``' dicts)."""
+    out: dict[str, list[Prompt]] = {}
+    for p in stored:
+        out.setdefault(p["family"], []).append(
+            (np.asarray(p["values"], dtype=float), int(p["n"]), target_from_key(p["target"]))
+        )
+    return out
+
+
+def share_below_reference(rows: Mapping[str, Sequence[Prompt]]) -> Estimate:
+    counts = [values.size for family in rows.values() for values, _, _ in family]
+    return Estimate(sum(c < calibration.M_REF for c in counts) / len(counts), 0.0)
+
+
+def pooled_valid_rate(rows: Mapping[str, Sequence[Prompt]]) -> Estimate:
+    """Mean over families of each family's valid answers over its responses (Agresti-Coull SEs)."""
+    families = [rate(sum(v.size for v, _, _ in f), sum(k for _, k, _ in f)) for f in rows.values()]
+    return quadrature_mean(families, nan="propagate")
+
+
+def family_mean_pit_w1(rows: Mapping[str, Sequence[Prompt]]) -> Estimate:
+    """Mean over families of the mean per-prompt ``pit_w1`` (undefined if a family has no
+    valid answer: the PIT of nothing is not a distance)."""
+    families = []
+    for family in rows.values():
+        per_prompt = [
+            Estimate(pit.pit_w1(*pit.pit_intervals(v, t)), pit.pit_w1_se(v, t)) if v.size else UNDEFINED
+            for v, _, t in family
+        ]
+        families.append(quadrature_mean(per_prompt, nan="propagate"))
+    return quadrature_mean(families, nan="propagate")
+
+
+def sample_quality(rows: Mapping[str, Sequence[Prompt]], ks_n: int = pit.KS_N) -> dict[str, Estimate]:
+    """The numbers a table shows for one run's prompts: valid rate, score, pit_w1 and KS@N."""
+    return {
+        "valid_rate": pooled_valid_rate(rows),
+        "calibration_score": calibration.calibration_score(rows),
+        "pit_w1": family_mean_pit_w1(rows),
+        "ks_at_n": ks_pass_share(rows, ks_n),
+    }
+
+
+def ks_pass_share(rows: Mapping[str, Sequence[Prompt]], n: int = pit.KS_N) -> Estimate:
+    """The share of prompts whose first ``n`` valid answers pass the KS test (fewer fail)."""
+    passed = [pit.ks_at_n(v, t, n) for family in rows.values() for v, _, t in family]
+    return rate(sum(passed), len(passed))

@@ -1,15 +1,13 @@
-"""Tables of numeric results (sampling and likelihood), read back from lm-eval's results.
+"""calbench's tables of one run's results: ``calbench eval`` prints them after lm-eval's.
 
-lm-eval stores every calbench metric as ``"<metric>[/<family>],<filter>"`` with its
-standard error under ``"<metric>[/<family>]_stderr,<filter>"``. ``read_task`` turns that
-back into estimates and ``numeric_table`` prints families as rows, one line per system,
-with 95% intervals (value ± 1.96 standard errors) where there is sampling noise.
+``fmt`` writes an estimate as its value ± the half-width of its 95% interval (1.96
+standard errors); ``numeric_table`` prints a numeric task's families as rows, one line per
+system; ``overall_table`` the transfer tasks' overall metrics. The results are read with
+``calbench.lm_eval_io``.
 """
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,33 +15,13 @@ from typing import Any
 from tabulate import tabulate
 
 from calbench.families import FAMILIES
+from calbench.lm_eval_io import load_results, model_label, overall_metrics, read_task
 from calbench.policy import arrow
-from calbench.stats import Z95, Estimate
+from calbench.stats import Estimate, fmt
 
 SAMPLING_METRICS = ("w1", "w1_iqr", "excess_w1", "excess_w1_iqr", "valid_rate")
 LIKELIHOOD_METRICS = ("seq_kl", "canonical_mass", "exact_w1_iqr", "logit_kl")
 ENUMERATION_METRICS = ("valid_mass", "enum_w1_iqr", "enum_w1_iqr_bound", "enum_pit_w1", "residual_mass")
-
-
-def fmt(e: Estimate) -> str:
-    """``value ± half-width of the 95% interval``, 3 significant digits (exact values: no ±)."""
-    if not math.isfinite(e.value):
-        return "n/a"
-    if not math.isfinite(e.se) or e.se == 0:
-        return f"{e.value:.3g}"
-    return f"{e.value:.3g} ± {Z95 * e.se:.2g}"
-
-
-def _filter(task_results: Mapping[str, Any]) -> str:
-    """lm-eval's filter name in the result keys ("samples" for sampling tasks, "none" otherwise)."""
-    return "samples" if any(k.endswith(",samples") for k in task_results) else "none"
-
-
-def _get(results: Mapping[str, Any], key: str, flt: str) -> Estimate:
-    def num(v: Any) -> float:
-        return float(v) if isinstance(v, int | float) else math.nan
-
-    return Estimate(num(results.get(f"{key},{flt}")), num(results.get(f"{key}_stderr,{flt}")))
 
 
 def metrics_of(task_results: Mapping[str, Any]) -> tuple[str, ...]:
@@ -51,20 +29,6 @@ def metrics_of(task_results: Mapping[str, Any]) -> tuple[str, ...]:
     if "w1_iqr,samples" in task_results:
         return SAMPLING_METRICS
     return ENUMERATION_METRICS if any(k.startswith("enum_w1_iqr,") for k in task_results) else LIKELIHOOD_METRICS
-
-
-def read_task(
-    task_results: Mapping[str, Any], metrics: Sequence[str]
-) -> tuple[dict[str, Estimate], dict[str, dict[str, Estimate]]]:
-    """(overall, per-family) estimates of one calbench task's lm-eval results."""
-    flt = _filter(task_results)
-    overall = {m: _get(task_results, m, flt) for m in metrics}
-    families = {
-        f: {m: _get(task_results, f"{m}/{f}", flt) for m in metrics}
-        for f in FAMILIES
-        if f"{metrics[0]}/{f},{flt}" in task_results
-    }
-    return overall, families
 
 
 def overall_metric(task_results: Mapping[str, Any], metric: str) -> Estimate:
@@ -102,12 +66,6 @@ def numeric_table(systems: Sequence[tuple[str, Mapping[str, Any]]], metrics: Seq
     return tabulate(rows, headers=headers, tablefmt="github") + "\n" + note
 
 
-def latest_results(output_path: Path, since: float = 0.0) -> Path | None:
-    """The newest lm-eval ``results_*.json`` under ``output_path`` written after ``since``."""
-    candidates = [p for p in Path(output_path).rglob("results_*.json") if p.stat().st_mtime >= since]
-    return max(candidates, key=lambda p: p.stat().st_mtime, default=None)
-
-
 def calbench_tasks(results: Mapping[str, Any]) -> list[str]:
     """The calbench numeric tasks (sampling or likelihood) present in an lm-eval results dict.
 
@@ -122,43 +80,6 @@ def transfer_tasks(results: Mapping[str, Any]) -> list[str]:
     return [t for t in results.get("results", {}) if t.startswith(prefixes)]
 
 
-def args_dict(value: str | Mapping[str, Any] | None) -> dict[str, Any]:
-    """lm-eval's ``k=v,k2=v2`` arguments (or an already parsed mapping) as a dict."""
-    if not value:
-        return {}
-    if isinstance(value, str):
-        from lm_eval.utils import simple_parse_args_string
-
-        return dict(simple_parse_args_string(value))
-    return dict(value)
-
-
-def model_args(results: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``--model_args`` of an lm-eval results dict, as a dict."""
-    return args_dict(results.get("config", {}).get("model_args"))
-
-
-def model_label(results: Mapping[str, Any]) -> str:
-    """A readable name for the evaluated system: the adapter, the model folder, or the backend."""
-    config = results.get("config", {})
-    args = model_args(results)
-    for key in ("peft", "lora_local_path", "pretrained"):
-        if args.get(key):
-            return Path(str(args[key]).rstrip("/")).name + (" + adapter" if key != "pretrained" else "")
-    return str(config.get("model", "model"))
-
-
-def overall_metrics(task_results: Mapping[str, Any]) -> dict[str, Estimate]:
-    """Every overall (non per-family) metric of a task's lm-eval results, with its standard error."""
-    out: dict[str, Estimate] = {}
-    for key in task_results:
-        metric, _, flt = key.partition(",")
-        numeric = isinstance(task_results[key], int | float)
-        if numeric and flt and "/" not in metric and not metric.endswith("_stderr"):
-            out[metric] = _get(task_results, metric, flt)
-    return out
-
-
 def overall_table(systems: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
     """Systems as rows and every overall metric as a column (the transfer tasks' tables)."""
     read = [(name, overall_metrics(r)) for name, r in systems]
@@ -169,7 +90,7 @@ def overall_table(systems: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
 
 def summaries(results_file: Path) -> str:
     """calbench's tables for every calbench task of one lm-eval results file (``calbench eval``)."""
-    results = load(results_file)
+    results = load_results(results_file)
     model = model_label(results)
     parts = []
     for task in calbench_tasks(results):
@@ -178,7 +99,3 @@ def summaries(results_file: Path) -> str:
         parts.append(f"\ncalbench: {task} — {model}\n" + overall_table([(model, results["results"][task])]))
     parts.append(f"\nresults: {results_file}")
     return "\n".join(parts)
-
-
-def load(path: Path) -> dict[str, Any]:
-    return dict(json.loads(Path(path).read_text()))

@@ -1,0 +1,59 @@
+"""The whole leaderboard written from the store: ``calbench leaderboard render``.
+
+The main table, its CSVs and plots (``render``), the protocol table from the protocol runs'
+records (``protocol_table``), each trade-off recipe's table and plot (``tradeoff``) and the
+evaluation section of each row's adapter card (``card``: the adapter's record beside its
+base model's), all from run records alone; the headline and protocol tables are spliced
+into the README.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from calbench.leaderboard import card, protocol_table, recipes, render, tradeoff
+from calbench.leaderboard.checks import RefusedRunError
+from calbench.leaderboard.records import load_records, named_records
+
+
+def render_all(
+    results_dir: Path,
+    output: Path,
+    readme: Path | None,
+    rows: Path | None = recipes.ROWS,
+    draw: bool = True,
+) -> list[Path]:
+    """Write every rendered file; the paths written, in order."""
+    records = load_records(results_dir)
+    protocol_dir = results_dir / protocol_table.FOLDER
+    protocol_runs = load_records(protocol_dir) if protocol_dir.is_dir() else []
+    if not records and not protocol_runs:
+        raise RefusedRunError(f"no run records under {results_dir} or {protocol_dir}")
+    written = render.write_all(records, output, readme, draw=draw) if records else []
+    if protocol_runs:
+        written += protocol_table.write(protocol_runs, output, readme, draw=draw)
+    stored = {p.stem for p in results_dir.glob("*.json")}
+    for path in recipes.of_kind(rows, "tradeoff") if rows is not None and rows.is_dir() else []:
+        spec = recipes.load_tradeoff(path)
+        if not stored & {spec.base, *spec.adapters}:
+            continue  # another store's trade-off
+        base, *adapters = named_records(results_dir, [spec.base, *spec.adapters])
+        command = f"calbench leaderboard render   # {path.as_posix()}"
+        written += tradeoff.write(base, adapters, output, command, draw_plot=draw)
+    if rows is not None and rows.is_dir():
+        written += cards(rows, results_dir)
+    return list(dict.fromkeys(written))
+
+
+def cards(rows: Path, results_dir: Path) -> list[Path]:
+    """Each row adapter's card, with the adapter's record and its base model's (the row of the
+    same model without an adapter), where the store holds the records and the adapter its card."""
+    recipes_ = [recipes.load_row(p) for p in recipes.rows_in(rows)]
+    stored = {p.stem for p in results_dir.glob("*.json")}
+    written = []
+    for r in recipes_:
+        if r.adapter is None or r.name not in stored or not (Path(r.adapter) / "README.md").is_file():
+            continue
+        bases = [b.name for b in recipes_ if b.adapter is None and b.model == r.model and b.name in stored]
+        written.append(card.update_card(Path(r.adapter), [r.name, *bases[:1]], results_dir))
+    return written

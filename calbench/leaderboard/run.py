@@ -1,0 +1,288 @@
+"""``calbench leaderboard run RECIPE.yaml``: a row from its recipe, end to end.
+
+For a row (``calbench.leaderboard.recipes``):
+
+1. **The adapter.** If the recipe names one that is not there, it is trained
+   (``calbench train`` with the recipe's options, in ``<workdir>/<row>/train``: an
+   interrupted training resumes) and copied into place. If it is there, the recipe must be
+   what trained it: ``calbench train --same-as`` compares the options, defaults resolved,
+   and a disagreement is refused.
+2. **The evaluations**, in the recipe's order. Each is one lm-eval run (``calbench eval``)
+   in its own process, writing to ``<workdir>/<row>/<evaluation>/`` (lm-eval's folder named
+   after the model's path is flattened away), or the adapter's drift (``calbench drift``).
+   An evaluation is finished when the row's record holds it with the same hash (its
+   settings and the system's, the adapter's weights included) or its folder holds a
+   finished run of it: a rerun skips it. An interrupted evaluation starts again from the
+   beginning, with the same seeds, so its numbers are those of an uninterrupted run
+   (lm-eval's seeds are set once per run: a run resumed midway would sample differently).
+3. **The record**: every evaluation's tasks (those run now from their output, the others
+   from the record), the resolved recipe and its hash, saved; then the leaderboard is
+   rendered.
+
+A protocol matrix runs each of its systems so; a trade-off recipe is rendered from records.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from calbench import lm_eval_io, model_catalogue
+from calbench.leaderboard import records
+from calbench.leaderboard.checks import RefusedRunError
+from calbench.leaderboard.recipes import Evaluation, Recipe, RecipeError, train_arguments
+from calbench.provenance import sha256_json, weights_hash, write_json
+
+WORKDIR = Path("calbench_results") / "rows"
+MARKER = "calbench_evaluation.json"  # written when an evaluation has finished
+ADAPTER_FILES_LEFT_OUT = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")  # the base model's
+
+
+def _say(message: str) -> None:
+    print(f"[calbench leaderboard run] {message}", file=sys.stderr, flush=True)
+
+
+def _calbench(args: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    """``calbench ARGS`` in a fresh process, its output passing through (progress bars included)."""
+    return subprocess.run([sys.executable, "-m", "calbench", *args], check=False, text=True)
+
+
+# ---------------------------------------------------------------- the adapter
+
+
+def ensure_adapter(recipe: Recipe, workdir: Path) -> None:
+    """The recipe's adapter in place: trained if missing, checked against the recipe if there."""
+    if recipe.adapter is None:
+        return
+    assert recipe.model is not None  # a recipe's adapter needs its model (recipes.load_row)
+    folder = Path(recipe.adapter)
+    present = (folder / "adapter_config.json").is_file()
+    if present and recipe.train is not None:
+        args = [*train_arguments(recipe.model, recipe.train), "--same-as", str(folder)]
+        done = subprocess.run(
+            [sys.executable, "-m", "calbench", "train", *args], capture_output=True, text=True, check=False
+        )
+        if done.returncode != 0:
+            why = "; ".join(line.removeprefix("calbench train: ") for line in done.stderr.strip().splitlines())
+            raise RefusedRunError(
+                f"{folder} was not trained as {recipe.path} says ({why}): fix the recipe, or move the adapter away to retrain it"
+            )
+        return
+    if present:
+        return
+    if recipe.train is None:
+        raise RecipeError(f"{recipe.path}: no adapter at {folder}, and no adapter.train to make one")
+    run = workdir / recipe.name / "train"
+    args = [*train_arguments(recipe.model, recipe.train), "--output", str(run)]
+    if (run / "calbench_run.json").is_file():
+        args.append("--resume")
+    _say(f"{recipe.name}: training the adapter: calbench train {shlex.join(args)}")
+    if _calbench(["train", *args]).returncode != 0:
+        raise RefusedRunError(f"{recipe.name}: training failed (its run folder {run} is kept: rerun to resume)")
+    partial = folder.with_name(folder.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    shutil.copytree(run / "adapter", partial, ignore=shutil.ignore_patterns(*ADAPTER_FILES_LEFT_OUT))
+    partial.rename(folder)
+    _say(f"{recipe.name}: adapter written to {folder}")
+
+
+# ---------------------------------------------------------------- one evaluation
+
+
+def system_spec(recipe: Recipe) -> dict[str, Any]:
+    """What an evaluation's numbers depend on besides its own settings: the system."""
+    return {
+        "backend": recipe.backend,
+        "model": recipe.model,
+        "model_args": dict(recipe.model_args),
+        "adapter": recipe.adapter,
+        "adapter_sha256": weights_hash(recipe.adapter) if recipe.adapter else None,
+    }
+
+
+def evaluation_hash(recipe: Recipe, evaluation: Evaluation) -> str:
+    return sha256_json({"system": system_spec(recipe), "evaluation": evaluation.spec()}, 16)
+
+
+def eval_arguments(recipe: Recipe, evaluation: Evaluation, out: Path) -> list[str]:
+    """``calbench eval``'s arguments for one evaluation, writing under ``out``."""
+    args = ["--model", recipe.backend]
+    if recipe.model is not None:
+        pairs = {"pretrained": model_catalogue.resolve(recipe.model), **recipe.model_args}
+        if recipe.adapter:
+            pairs["peft"] = recipe.adapter
+        args += ["--model_args", ",".join(f"{k}={v}" for k, v in pairs.items())]
+    if evaluation.chat_template:
+        args.append("--apply_chat_template")
+    if evaluation.samples_per_prompt is not None:
+        args += ["--num-samples", str(evaluation.samples_per_prompt)]
+    args += ["--tasks", ",".join(evaluation.tasks)]
+    if evaluation.metadata:
+        args += ["--metadata", json.dumps(dict(evaluation.metadata))]
+    return [*args, "--output_path", str(out)]
+
+
+def _portable(args: Sequence[str], recipe: Recipe) -> str:
+    """An evaluation's command as the record shows it: the model's folder as its catalogue lookup."""
+    text = shlex.join(["calbench", "eval", *args])
+    if recipe.model in model_catalogue.CATALOGUE:
+        text = text.replace(model_catalogue.resolve(recipe.model), f"$(calbench models path {recipe.model})")
+    return text
+
+
+def _flatten(out: Path) -> Path:
+    """lm-eval writes into ``out/<the model's path, sanitized>/``: move its files up into ``out``."""
+    found = lm_eval_io.latest_results(out)
+    if found is None:
+        raise RefusedRunError(f"{out}: the evaluation wrote no results file")
+    if found.parent != out:
+        for f in list(found.parent.iterdir()):
+            f.replace(out / f.name)
+        found.parent.rmdir()
+    return out / found.name
+
+
+def finished_output(out: Path, key: str) -> dict[str, Any] | None:
+    """The marker of a finished run of this evaluation in ``out`` (None: not finished, or other settings)."""
+    try:
+        marker = json.loads((out / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    return marker if isinstance(marker, dict) and marker.get("recipe_sha256") == key else None
+
+
+def run_evaluation(recipe: Recipe, evaluation: Evaluation, out: Path, key: str) -> dict[str, Any]:
+    """Run one evaluation into ``out`` (emptied first) and mark it finished."""
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    started = time.time()
+    if evaluation.kind == "drift":
+        assert recipe.model is not None and recipe.adapter is not None
+        base = model_catalogue.resolve(recipe.model)
+        args = ["drift", "--model", base, "--adapter", recipe.adapter, "--output", str(out / "drift.json")]
+        shown = _portable(args, recipe).replace("calbench eval drift", "calbench drift")
+        _say(f"{recipe.name}: {evaluation.name}: {shown}")
+        done = _calbench(args)
+        result = "drift.json"
+    else:
+        args = eval_arguments(recipe, evaluation, out)
+        shown = _portable(args, recipe)
+        _say(f"{recipe.name}: {evaluation.name}: {shown}")
+        done = _calbench(["eval", *args])
+        result = ""
+    if done.returncode != 0:
+        raise RefusedRunError(
+            f"{recipe.name}: evaluation {evaluation.name} failed (exit {done.returncode}); rerun to retry it"
+        )
+    if not result:
+        result = _flatten(out).name
+    marker = {
+        "evaluation": evaluation.name,
+        "recipe_sha256": key,
+        "command": shown.replace(str(out), f"<workdir>/{recipe.name}/{evaluation.name}"),
+        "seconds": round(time.time() - started, 1),
+        "result": result,
+    }
+    write_json(out / MARKER, marker)
+    return marker
+
+
+def part_of_output(recipe: Recipe, evaluation: Evaluation, out: Path, marker: Mapping[str, Any]) -> dict[str, Any]:
+    """An evaluation's part of the record, from its finished output."""
+    meta = {k: marker[k] for k in ("recipe_sha256", "command", "seconds")}
+    if evaluation.kind == "drift":
+        drift = records.adapter_drift(out / str(marker["result"]), recipe.adapter)
+        return {**meta, "tasks": {}, "drift": drift}
+    part = records.evaluation_part(out / str(marker["result"]), evaluation.name)
+    return {**part, **meta}
+
+
+def part_of_record(record: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """An evaluation's part, taken back out of a stored record."""
+    meta = dict(record["evaluations"][name])
+    tasks = {
+        t: {k: v for k, v in e.items() if k != "evaluation"}
+        for t, e in record["tasks"].items()
+        if e["evaluation"] == name
+    }
+    part: dict[str, Any] = {k: v for k, v in meta.items() if k != "tasks"}
+    part["tasks"] = tasks
+    if tasks:
+        part["model"] = dict(record["model"])
+    elif "drift" in record:
+        part["drift"] = dict(record["drift"])
+    return part
+
+
+# ---------------------------------------------------------------- a row
+
+
+def existing_record(recipe: Recipe, results_dir: Path) -> dict[str, Any] | None:
+    if not (results_dir / f"{recipe.name}.json").is_file():
+        return None
+    return records.named_records(results_dir, [recipe.name])[0]
+
+
+def run_row(
+    recipe: Recipe,
+    workdir: Path = WORKDIR,
+    results_dir: Path | None = None,
+    only: Sequence[str] | None = None,
+    rerun: bool = False,
+) -> Path:
+    """Train what is missing, run what is not finished, and save the row's record (module docstring)."""
+    results_dir = Path(results_dir or recipe.results_dir)
+    for name in only or ():
+        recipe.evaluation(name)  # an unknown name is refused before anything runs
+    ensure_adapter(recipe, workdir)
+    stored = existing_record(recipe, results_dir)
+    parts: dict[str, dict[str, Any]] = {}
+    chosen = [e for e in recipe.evaluations if not only or e.name in only]
+    for i, evaluation in enumerate(recipe.evaluations, 1):
+        key = evaluation_hash(recipe, evaluation)
+        out = workdir / recipe.name / evaluation.name
+        in_record = stored is not None and stored["evaluations"].get(evaluation.name, {}).get("recipe_sha256") == key
+        marker = finished_output(out, key)
+        step = f"{recipe.name}: evaluation {i}/{len(recipe.evaluations)} {evaluation.name!r}"
+        if evaluation in chosen and (rerun or (not in_record and marker is None)):
+            marker = run_evaluation(recipe, evaluation, out, key)
+            parts[evaluation.name] = part_of_output(recipe, evaluation, out, marker)
+        elif marker is not None:
+            _say(f"{step}: finished in {out}")
+            parts[evaluation.name] = part_of_output(recipe, evaluation, out, marker)
+        elif in_record:
+            assert stored is not None
+            _say(f"{step}: finished (in the record)")
+            parts[evaluation.name] = part_of_record(stored, evaluation.name)
+        else:
+            _say(f"{step}: not run (left out by --only)")
+    drift = next((p["drift"] for p in parts.values() if "drift" in p), None)
+    record = records.assemble_record(recipe.name, recipe.type, recipe.command, parts, drift, recipe.resolved())
+    path = records.save_record(record, results_dir)
+    _say(f"{recipe.name}: record {path}")
+    return path
+
+
+def run_rows(
+    recipes: Sequence[Recipe],
+    workdir: Path = WORKDIR,
+    results_dir: Path | None = None,
+    only: Sequence[str] | None = None,
+    rerun: bool = False,
+    each: Callable[[Path], None] | None = None,
+) -> list[Path]:
+    """``run_row`` for each recipe, in order; ``each`` is called with every record written."""
+    written = []
+    for recipe in recipes:
+        path = run_row(recipe, workdir, results_dir, only, rerun)
+        written.append(path)
+        if each is not None:
+            each(path)
+    return written

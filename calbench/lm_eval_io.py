@@ -1,0 +1,157 @@
+"""Everything that reads what lm-eval wrote: results files, samples logs and their names.
+
+lm-eval writes one ``results_<stamp>.json`` per run (``<name>_<stamp>.json`` for
+``--output_path <name>.json``) and, with ``--log_samples``, one
+``samples_<task>_<stamp>.jsonl`` per task, one JSON record per document. It stores every
+calbench metric as ``"<metric>[/<family>],<filter>"`` with its standard error under
+``"<metric>[/<family>]_stderr,<filter>"``; ``read_task`` turns that back into estimates.
+
+Every failure to read is an ``LmEvalOutputError`` naming the file (and line).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from calbench.families import FAMILIES
+from calbench.stats import Estimate
+
+
+class LmEvalOutputError(ValueError):
+    """An lm-eval results file or samples log that is missing, unreadable or not what it should be."""
+
+
+def load_results(path: Path) -> dict[str, Any]:
+    """An lm-eval results file as a dict."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as err:
+        raise LmEvalOutputError(f"{path}: not a readable lm-eval results file ({err})") from err
+    if not isinstance(data, dict):
+        raise LmEvalOutputError(f"{path}: not a readable lm-eval results file (not a JSON object)")
+    return data
+
+
+STAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(\.\d+)?$")
+
+
+def samples_log(results_file: Path, task: str) -> Path:
+    """The samples log lm-eval wrote with ``results_file`` (same run: the same timestamp in its name)."""
+    found_stamp = STAMP.search(results_file.stem)
+    stamp = found_stamp.group(0) if found_stamp else results_file.stem.removeprefix("results_")
+    log = results_file.parent / f"samples_{task}_{stamp}.jsonl"
+    if not log.is_file():
+        others = sorted(p.name for p in results_file.parent.glob(f"samples_{task}_*.jsonl"))
+        found = f" (only other runs' logs: {', '.join(others)})" if others else ""
+        raise LmEvalOutputError(
+            f"{results_file}: no samples log {log.name} of this run{found}: it was deleted, or the run had no --log_samples"
+        )
+    return log
+
+
+def read_samples(path: Path) -> Iterator[dict[str, Any]]:
+    """The records of a samples log, one per document, in order (a bad line names its number)."""
+    if not Path(path).is_file():
+        raise LmEvalOutputError(f"{path}: no such samples log")
+    with Path(path).open() as f:
+        for n, line in enumerate(f, 1):
+            try:
+                record = json.loads(line)
+            except ValueError as err:
+                raise LmEvalOutputError(f"{path}:{n}: not an lm-eval sample record (not JSON: {err})") from err
+            if not isinstance(record, dict):
+                raise LmEvalOutputError(f"{path}:{n}: not an lm-eval sample record (not a JSON object)")
+            yield record
+
+
+def task_samples(results_file: Path, task: str) -> list[dict[str, Any]]:
+    """Every record of ``task``'s samples log of the run of ``results_file``."""
+    return list(read_samples(samples_log(results_file, task)))
+
+
+def item_value(sample: Mapping[str, Any], metric: str) -> float | None:
+    """A logged document's value of ``metric``, if it is a number (calbench's tasks log each
+    document's record under every metric key; lm-eval's own log the number)."""
+    value = sample.get(metric)
+    if isinstance(value, Mapping):
+        value = value.get(metric)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def latest_results(output_path: Path, since: float = 0.0) -> Path | None:
+    """The newest lm-eval ``results_*.json`` under ``output_path`` written after ``since``."""
+    candidates = [p for p in Path(output_path).rglob("results_*.json") if p.stat().st_mtime >= since]
+    return max(candidates, key=lambda p: p.stat().st_mtime, default=None)
+
+
+# ---------------------------------------------------------------- a results file's fields
+
+
+def args_dict(value: str | Mapping[str, Any] | None) -> dict[str, Any]:
+    """lm-eval's ``k=v,k2=v2`` arguments (or an already parsed mapping) as a dict."""
+    if not value:
+        return {}
+    if isinstance(value, str):
+        from lm_eval.utils import simple_parse_args_string
+
+        return dict(simple_parse_args_string(value))
+    return dict(value)
+
+
+def model_args(results: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``--model_args`` of an lm-eval results dict, as a dict."""
+    return args_dict(results.get("config", {}).get("model_args"))
+
+
+def model_label(results: Mapping[str, Any]) -> str:
+    """A readable name for the evaluated system: the adapter, the model folder, or the backend."""
+    config = results.get("config", {})
+    args = model_args(results)
+    for key in ("peft", "lora_local_path", "pretrained"):
+        if args.get(key):
+            return Path(str(args[key]).rstrip("/")).name + (" + adapter" if key != "pretrained" else "")
+    return str(config.get("model", "model"))
+
+
+def _filter(task_results: Mapping[str, Any]) -> str:
+    """lm-eval's filter name in the result keys ("samples" for sampling tasks, "none" otherwise)."""
+    return "samples" if any(k.endswith(",samples") for k in task_results) else "none"
+
+
+def _get(results: Mapping[str, Any], key: str, flt: str) -> Estimate:
+    def num(v: Any) -> float:
+        return float(v) if isinstance(v, int | float) else math.nan
+
+    return Estimate(num(results.get(f"{key},{flt}")), num(results.get(f"{key}_stderr,{flt}")))
+
+
+def read_task(
+    task_results: Mapping[str, Any], metrics: Sequence[str]
+) -> tuple[dict[str, Estimate], dict[str, dict[str, Estimate]]]:
+    """(overall, per-family) estimates of ``metrics`` in one calbench task's lm-eval results."""
+    flt = _filter(task_results)
+    overall = {m: _get(task_results, m, flt) for m in metrics}
+    families = {
+        f: {m: _get(task_results, f"{m}/{f}", flt) for m in metrics}
+        for f in FAMILIES
+        if f"{metrics[0]}/{f},{flt}" in task_results
+    }
+    return overall, families
+
+
+def overall_metrics(task_results: Mapping[str, Any]) -> dict[str, Estimate]:
+    """Every overall (non per-family) metric of a task's lm-eval results, with its standard error."""
+    out: dict[str, Estimate] = {}
+    for key in task_results:
+        metric, _, flt = key.partition(",")
+        numeric = isinstance(task_results[key], int | float)
+        if numeric and flt and "/" not in metric and not metric.endswith("_stderr"):
+            out[metric] = _get(task_results, metric, flt)
+    return out

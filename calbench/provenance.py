@@ -1,0 +1,92 @@
+"""Where a result came from: package versions, file hashes, calbench's commit, and safe writes.
+
+The one home of what run records, adapter cards and training runs say about themselves
+(``calbench.leaderboard.records``, ``calbench.training``), and of the write that never
+leaves a half-written file behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+from typing import Any
+
+PACKAGES = ("calbench", "lm_eval", "transformers", "torch", "peft", "numpy", "scipy")
+
+
+def package_versions(names: Sequence[str] = PACKAGES) -> dict[str, str]:
+    """Installed versions of ``names`` (``lm_eval`` and ``lm-eval`` alike); missing ones left out."""
+    out = {}
+    for name in names:
+        try:
+            out[name] = importlib_metadata.version(name.replace("_", "-"))
+        except importlib_metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def sha256_file(path: Path, limit: int | None = None) -> str:
+    """The SHA-256 of a file's bytes (hex; its first ``limit`` characters if given)."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()[:limit]
+
+
+def sha256_json(data: Any, limit: int | None = None) -> str:
+    """The SHA-256 of a JSON value in canonical form (sorted keys, no spaces)."""
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:limit]
+
+
+def weights_hash(folder: str | Path | None) -> str | None:
+    """SHA-256 (16 hex) of a local model or adapter folder's weight files; None for hub ids."""
+    if not folder or not Path(folder).is_dir():
+        return None
+    files = sorted(Path(folder).glob("*.safetensors")) or sorted(Path(folder).glob("*.bin"))
+    if not files:
+        return None
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(f.name.encode() + sha256_file(f).encode())
+    return digest.hexdigest()[:16]
+
+
+def calbench_commit() -> str | None:
+    """The git commit of the calbench checkout this code runs from (None outside a checkout)."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=False
+        )
+    except OSError:
+        return None
+    return done.stdout.strip() or None
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a new temporary file beside it, renamed over it: never
+    half written. The temporary file is created exclusively (never an existing file or link)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would make a committed file unreadable to others
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, data: Mapping[str, Any]) -> None:
+    """``atomic_write`` of a JSON object, indented."""
+    atomic_write(path, json.dumps(data, indent=2) + "\n")
