@@ -8,7 +8,7 @@ calbench train ...                    fine-tune a LoRA adapter (soft or hard tar
 calbench noveltybench score LOGS...   NoveltyBench partitions and scores (lite or full)
 calbench drift --model M --adapter A  KL(base || tuned) on neutral text, offline
 calbench retention-delta BASE TUNED   tuned - base on the same items, paired bootstrap interval
-calbench leaderboard run|add|render|card|tradeoff   recipes, the results store, tables, plots, cards
+calbench leaderboard run|add|render|card|tradeoff|compare   recipes, the store, tables, plots, cards
 """
 
 from __future__ import annotations
@@ -167,6 +167,19 @@ def cmd_leaderboard_tradeoff(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_leaderboard_compare(args: argparse.Namespace) -> int:
+    from calbench.leaderboard import records
+
+    a, b = (records.load_record(Path(p)) for p in (args.first, args.second))
+    differ = records.differences(a, b)
+    for line in differ:
+        print(f"differs: {line}")
+    if not differ:
+        stored = sum(len(e.get("samples", [])) + len(e.get("items", [])) for e in a["tasks"].values())
+        print(f"identical numbers: {len(a['tasks'])} tasks, every metric and {stored} stored prompts and items")
+    return 1 if differ else 0
+
+
 def _render(args: argparse.Namespace) -> None:
     from calbench.leaderboard import publish
 
@@ -206,6 +219,7 @@ LEADERBOARD_ACTIONS = {
     "tradeoff": cmd_leaderboard_tradeoff,
     "render": cmd_leaderboard_render,
     "run": cmd_leaderboard_run,
+    "compare": cmd_leaderboard_compare,
 }
 
 
@@ -302,9 +316,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="the results store: run a row's recipe, add a run record, render, adapter cards, trade-off",
         description="run: a row from its recipe (leaderboards/rows/*.yaml); add: a run record from lm-eval "
         "results files; render: every table and plot from the records; card: records into an adapter's card; "
-        "tradeoff: calibration gained against retention lost.",
+        "tradeoff: calibration gained against retention lost; compare: whether two records' numbers agree.",
     )
-    lb_sub = p_lb.add_subparsers(dest="action", required=True, metavar="{run,add,render,card,tradeoff}")
+    lb_sub = p_lb.add_subparsers(dest="action", required=True, metavar="{run,add,render,card,tradeoff,compare}")
 
     def render_options(p: argparse.ArgumentParser, results_dir: Path | None = store, why: str = "") -> None:
         p.add_argument("--results-dir", type=Path, default=results_dir, help=why or "the results store (%(default)s)")
@@ -360,6 +374,13 @@ def build_parser() -> argparse.ArgumentParser:
     p_trade.add_argument("--results-dir", type=Path, default=store)
     p_trade.add_argument("--no-plots", action="store_true")
     p_trade.set_defaults(func=cmd_leaderboard)
+
+    p_cmp = lb_sub.add_parser(
+        "compare", help="whether two run records hold the same numbers (a row reproduced from its recipe)"
+    )
+    p_cmp.add_argument("first", type=Path, help="a run record file, e.g. leaderboards/results/oracle.json")
+    p_cmp.add_argument("second", type=Path, help="another, e.g. the same row run with --results-dir elsewhere")
+    p_cmp.set_defaults(func=cmd_leaderboard)
     return parser
 
 

@@ -30,7 +30,10 @@ TASK = "calbench_numeric_quick"
 SAMPLES = n_free.M_REF  # samples per prompt: the score's reference size
 KS_N = SAMPLES  # KS on the first 50 valid answers of each prompt
 ADAPTERS = Path(__file__).resolve().parents[1] / "leaderboards" / "adapters"
-ADAPTER_ROWS = {"soft": "smollm2-135m-instruct-soft", "hard": "smollm2-135m-instruct-hard"}  # the rows whose adapters it shows
+ADAPTER_ROWS = {
+    "soft": "smollm2-135m-instruct-soft",
+    "hard": "smollm2-135m-instruct-hard",
+}  # the rows whose adapters it shows
 EXAMPLE_TARGET = "binomial(n=25,p=0.5)"  # whose raw answers the demo prints
 
 

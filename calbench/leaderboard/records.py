@@ -241,6 +241,29 @@ def load_records(folder: Path) -> list[dict[str, Any]]:
     return [load_record(path) for path in sorted(Path(folder).glob("*.json"))]
 
 
+NUMBERS = ("overall", "families", "samples", "items", "version", "samples_per_prompt", "generation", "prompts")
+
+
+def differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """Where two records' numbers differ (``task: field``; the drift; the system's weights), for
+    checking that a recipe reproduced a row: what they were measured from, not when or where."""
+    out = []
+    for task in sorted(set(a["tasks"]) | set(b["tasks"])):
+        if task not in a["tasks"] or task not in b["tasks"]:
+            out.append(f"{task}: only in {a['name'] if task in a['tasks'] else b['name']}")
+            continue
+        x, y = a["tasks"][task], b["tasks"][task]
+        # per-item scores stored by one only (a run whose samples logs were not kept) are not a difference
+        keys = [k for k in NUMBERS if k != "items" or ("items" in x and "items" in y)]
+        out += [f"{task}: {key}" for key in keys if x.get(key) != y.get(key)]
+    if a.get("drift") != b.get("drift"):
+        out.append("drift")
+    out += [
+        f"model: {k}" for k in ("weights_sha256", "adapter_sha256", "backend") if a["model"].get(k) != b["model"].get(k)
+    ]
+    return out
+
+
 def named_records(folder: Path, names: Sequence[str]) -> list[dict[str, Any]]:
     """The run records ``names`` of a results folder, in that order; refused if one is missing."""
     by_name = {r["name"]: r for r in load_records(folder)}
