@@ -75,6 +75,10 @@ class TrainConfig:
     )
     seed: int = _flag("seed of the data order, the sampled answers and the LoRA init", default=11)
     save_steps: int = _flag("checkpoint every N optimizer steps", default=50)
+    keep_checkpoints: int = _flag(
+        "complete checkpoints kept in the run folder (the newest); 0 keeps every one (for a learning curve)",
+        default=3,
+    )
     logging_steps: int = _flag("log the loss every N optimizer steps", default=5)
     resume: bool = _flag(
         "continue the run in the output folder from its newest complete checkpoint (the options must be the "
@@ -133,6 +137,7 @@ class TrainConfig:
         ):
             need(getattr(self, name) >= 1, name, "must be a positive integer")
         need(self.decimals >= 0, "decimals", "must be 0 or more")
+        need(self.keep_checkpoints >= 0, "keep_checkpoints", "must be 0 (keep every one) or more")
         for name in ("max_bins", "epochs", "samples_per_prompt", "prompts"):
             value = getattr(self, name)
             need(value is None or value >= 1, name, "must be a positive integer (leave it out for the default)")

@@ -2,7 +2,7 @@
 
 A run folder (``--output``) belongs to one run. ``calbench_run.json`` holds the run's
 resolved options (those that change what is trained: not ``--output``, ``--resume``,
-``--overwrite``, ``--save-steps``, ``--logging-steps``), the number of processes, and
+``--overwrite``, ``--save-steps``, ``--logging-steps``, ``--keep-checkpoints``), the number of processes, and
 whether the run finished. A run resumes only with the same options; a new run never
 starts over another one unless told to (``--overwrite``).
 
@@ -36,7 +36,7 @@ ADAPTER = "adapter"
 PARTIAL = ".adapter.partial"  # the new adapter while it is written
 PREVIOUS = ".adapter.previous"  # the replaced adapter until it is deleted
 # Options that do not change what is trained: they may differ between a run's segments.
-NOT_IDENTITY = ("output", "resume", "overwrite", "save_steps", "logging_steps")
+NOT_IDENTITY = ("output", "resume", "overwrite", "save_steps", "logging_steps", "keep_checkpoints")
 _CHECKPOINT = re.compile(r"checkpoint-(\d+)$")
 
 

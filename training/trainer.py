@@ -248,7 +248,7 @@ def build(config: TrainConfig) -> tuple[CalibrationTrainer, TrainingSet]:
         logging_steps=config.logging_steps,
         report_to=["tensorboard"],  # logs in <output>/runs
         save_steps=config.save_steps,
-        save_total_limit=3,
+        save_total_limit=config.keep_checkpoints or None,
         seed=config.seed,
         data_seed=config.seed,
         use_cpu=not cuda,
