@@ -23,7 +23,7 @@ from tabulate import tabulate
 from calbench import model_catalogue, runner, tables
 from calbench.metrics import calibration as n_free
 from calbench.metrics import prompt_records
-from calbench.policy import arrow
+from calbench.metrics.table import arrow
 from calbench.stats import fmt
 
 TASK = "calbench_numeric_quick"

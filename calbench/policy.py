@@ -1,4 +1,4 @@
-"""calbench's policies, each defined once: pure T=1 sampling, the chat defaults, metric directions.
+"""calbench's policies, each defined once: pure T=1 sampling, greedy decoding, the run defaults.
 
 * **Pure T=1 sampling** (``PURE_SAMPLING``): ``do_sample``, temperature 1, top_p 1, top_k 0
   (vLLM's -1 also disables top-k), every one given explicitly: left out, a backend
@@ -12,8 +12,8 @@
   hybrid-reasoning chat templates answer directly (templates without it ignore it);
   reference systems have no tokenizer, so their answers end where their text ends;
   ``calbench-hf`` serves the first-token-support request kind.
-* **Directions**: whether higher is better, for every metric calbench reports; lm-eval's
-  ``higher_is_better``, the tables' arrows and the leaderboard's columns all read it.
+
+Metric directions and ranges are ``calbench.metrics.table``'s.
 """
 
 from __future__ import annotations
@@ -142,83 +142,6 @@ def needs_thinking_default(model: str, model_args: str | Mapping[str, Any] | Non
         and bool(model_args)
         and not any(key in given for key in ("enable_thinking", "chat_template_args"))
     )
-
-
-# Whether higher is better, per metric (a per-family "<metric>/<family>" or a "<metric>_median"
-# has its metric's direction). Every metric a calbench task reports is listed (a test checks it).
-HIGHER_IS_BETTER: Mapping[str, bool] = {
-    # numeric sampling
-    "w1": False,
-    "w1_iqr": False,
-    "excess_w1": False,
-    "excess_w1_iqr": False,
-    "valid_rate": True,
-    "support_violation_rate": False,
-    "gof_pass_rate": True,
-    "pit_w1": False,
-    "excess_pit_w1": False,
-    "pit_ks": False,
-    "ks_at_n": True,
-    # sample-free (enumerated)
-    "valid_mass": True,
-    "support_violation_mass": False,
-    "invalid_mass": False,
-    "residual_mass": False,
-    "enum_w1": False,
-    "enum_w1_iqr": False,
-    "enum_w1_iqr_bound": False,
-    "enum_pit_w1": False,
-    # sampling protocols (calbench.protocols)
-    "well_formed_rate": True,
-    "tokens_per_valid": False,
-    "lag1_autocorr": False,  # no direction (about -1/K is i.i.d.); lm-eval needs a bool
-    "runs_z": False,  # no direction (0 is i.i.d.)
-    "duplicate_excess": False,
-    "verbalized_w1_iqr": False,
-    # likelihood
-    "seq_kl": False,
-    "canonical_mass": True,
-    "exact_w1": False,
-    "exact_w1_iqr": False,
-    "logit_kl": False,
-    # open-ended
-    "unique_answers": True,
-    "answer_entropy": True,
-    "top_answer_share": False,
-    **{f"support_{p}": True for p in (50, 90, 95, 99)},  # openended.SUPPORT_LEVELS
-    # MCQ balance
-    "tv_distance": False,
-    "tv_distance_lenient": False,
-    "chi2": False,
-    "parse_rate": True,
-    "parse_rate_lenient": True,
-    **{f"freq_{x}": False for x in "ABCD"},  # no direction (uniform is best); lm-eval needs a bool
-    # NoveltyBench
-    "distinct_lite": True,
-    "distinct": True,
-    "utility": True,
-    # offline retention (calbench.metrics.retention)
-    "exact_strict": True,
-    "exact_flexible": True,
-    "strict_acc": True,
-    "loose_acc": True,
-    "acc": True,
-    # leaderboard
-    "calibration_score": True,
-    "drift_kl": False,
-}
-
-
-def higher_is_better(key: str) -> bool:
-    """The direction of a metric key: ``w1_iqr``, ``w1_iqr/gaussian``, ``w1_iqr_median``, ``..._stderr``."""
-    metric = key.partition("/")[0].removesuffix("_stderr")
-    if metric not in HIGHER_IS_BETTER:
-        metric = metric.removesuffix("_median")
-    return HIGHER_IS_BETTER.get(metric, False)
-
-
-def arrow(metric: str) -> str:
-    return "↑" if higher_is_better(metric) else "↓"
 
 
 def run_metadata(model: str) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from tabulate import tabulate
 
 from calbench.families import FAMILIES
 from calbench.lm_eval_io import load_results, model_label, overall_metrics, read_task
-from calbench.policy import arrow
+from calbench.metrics.table import arrow
 from calbench.stats import Estimate, fmt
 
 SAMPLING_METRICS = ("w1", "w1_iqr", "excess_w1", "excess_w1_iqr", "valid_rate")

@@ -29,3 +29,21 @@ def tiny_merge(tmp_path_factory):
     from calbench.tiny import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny_merge"), digits="merge", chat=False)
+
+
+@pytest.fixture(scope="session")
+def calbench_tasks():
+    """Every calbench task, loaded by lm-eval; NoveltyBench's prompts (the hub's in real use)
+    come from the local fixture."""
+    from pathlib import Path
+
+    from calbench import runner
+
+    prompts = Path(__file__).parent / "fixtures" / "noveltybench_prompts.jsonl"
+    metadata = {"calbench_terminator": "<e>", "calbench_data_files": str(prompts)}
+    names = [
+        "calbench",
+        "calbench_numeric_unseen_exact",
+        "calbench_numeric_heldout_exact",
+    ]  # the exact ones are untagged
+    return runner.task_manager(metadata, include_defaults=False).load(names)["tasks"]

@@ -4,6 +4,7 @@ and pure metrics, and the core never imports the training add-on."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -158,3 +159,26 @@ def test_the_core_and_the_metrics_are_pure():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert done.stdout.strip() == "[]"
+
+
+# The brackets keep this file from matching itself.
+MACHINE_PATH = re.compile(r"/r[o]ot/|/h[o]me/[a-z_][a-z0-9_-]*/|/U[s]ers/[^/\s]+/|[A-Z]:\\U[s]ers\\")
+
+
+def test_no_committed_file_holds_a_machine_path():
+    """Records, adapters, cards and docs are portable: no home directory or machine path in any
+    committed text file (a model's folder is named by its catalogue entry or hub id)."""
+    listed = subprocess.run(["git", "ls-files", "-z"], capture_output=True, text=True, cwd=ROOT, check=False)
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout")
+    offenders = []
+    for name in filter(None, listed.stdout.split("\0")):
+        path = ROOT / name
+        if not path.is_file() or path.suffix in (".safetensors", ".png"):
+            continue
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:
+            continue
+        offenders += [f"{name}: {m.group(0)}" for m in MACHINE_PATH.finditer(text)]
+    assert not offenders, offenders[:10]

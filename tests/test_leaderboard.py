@@ -268,26 +268,36 @@ def test_plots_are_written_and_open(records, tmp_path):
         assert image.ndim == 3 and image.shape[0] > 100
 
 
-@pytest.mark.slow  # re-scores every committed row from its stored samples (about a minute)
-def test_committed_leaderboard_is_reproduced_byte_for_byte():
-    records = run_records.load_records(BOARD / "results")
-    assert records, "no committed run records"
-    for name, content in render.render(records, plots.plot_paths(records)).items():
-        assert (BOARD / name).read_text() == content, f"leaderboards/{name} is stale: calbench leaderboard render"
-    readme = (ROOT / "README.md").read_text()
-    assert readme == render.splice_readme(readme, render.headline_markdown(records))
-    for rel in plots.plot_paths(records):
-        assert (BOARD / rel).is_file(), rel
-    # the protocol table, from its own records
-    from calbench.leaderboard import protocol_table
+@pytest.mark.slow  # re-scores every committed row from its stored samples (about two minutes)
+def test_committed_leaderboard_is_reproduced_byte_for_byte(tmp_path):
+    """``calbench leaderboard render`` into a copy of the repository's rendered files rewrites
+    each of them as it is committed: tables, the board, protocols and trade-off, adapter cards,
+    the README's headline and the metric list of tasks/README.md."""
+    import shutil
 
-    protocol_records = run_records.load_records(BOARD / "results" / protocol_table.FOLDER)
-    assert protocol_records, "no committed protocol run records"
-    for name, content in protocol_table.render(protocol_records).items():
-        assert (BOARD / name).read_text() == content, f"leaderboards/{name} is stale: calbench leaderboard render"
-    block = protocol_table.readme_block(protocol_records)
-    assert readme == render.splice_readme(readme, block, protocol_table.README_START, protocol_table.README_END)
-    assert (BOARD / protocol_table.PLOT).is_file()
+    from calbench.leaderboard import publish
+
+    for rel in ("README.md", "tasks/README.md", "leaderboards"):
+        src, dst = ROOT / rel, tmp_path / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_dir():
+            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("*.safetensors", "*.png", "results"))
+        else:
+            shutil.copy(src, dst)
+    written = publish.render_all(
+        BOARD / "results", tmp_path / "leaderboards", tmp_path / "README.md", BOARD / "rows", draw=False, root=tmp_path
+    )
+    names = {p.relative_to(tmp_path).as_posix() for p in written}
+    expected = {"README.md", "tasks/README.md", "leaderboards/README.md", "leaderboards/protocols.md"}
+    assert expected | {"leaderboards/tradeoff.md", "leaderboards/tables/headline.csv"} <= names
+    assert sum(n.startswith("leaderboards/adapters/") for n in names) == 4  # every published adapter's card
+    for name in sorted(names):
+        assert (tmp_path / name).read_text() == (ROOT / name).read_text(), (
+            f"{name} is stale: calbench leaderboard render"
+        )
+    records = run_records.load_records(BOARD / "results")
+    for rel in (*plots.plot_paths(records), "plots/protocol_gap.png", "plots/tradeoff.png"):
+        assert (BOARD / rel).is_file(), rel
 
 
 def test_adapter_card_gets_the_evaluation(records, tmp_path):

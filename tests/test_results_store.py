@@ -146,7 +146,7 @@ def test_the_committed_records_all_validate():
 def test_a_render_of_bad_records_fails_with_the_reason(tmp_path, capsys):
     store = _store_with(tmp_path, lambda r: r["tasks"]["calbench_numeric_unseen"]["overall"].update(valid_rate=[7, 0]))
     assert cli.main(["leaderboard", "render", "--results-dir", str(store), "--output", str(tmp_path / "o")]) == 2
-    assert "a share must lie in [0, 1], got 7" in capsys.readouterr().err
+    assert "valid_rate lies in [0, 1], got 7" in capsys.readouterr().err
 
 
 @pytest.mark.integration

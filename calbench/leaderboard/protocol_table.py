@@ -24,7 +24,7 @@ from calbench.leaderboard import checks, numbers, plots, records
 from calbench.leaderboard.render import csv_text, splice_readme
 from calbench.metrics import calibration as n_free
 from calbench.metrics import prompt_records
-from calbench.policy import arrow
+from calbench.metrics.table import arrow
 from calbench.protocols import PROTOCOLS
 from calbench.stats import Z95, Estimate, fmt
 

@@ -14,6 +14,11 @@ from pathlib import Path
 from calbench.leaderboard import card, protocol_table, recipes, render, tradeoff
 from calbench.leaderboard.checks import RefusedRunError
 from calbench.leaderboard.records import load_records, named_records
+from calbench.metrics import table
+from calbench.provenance import atomic_write
+
+TASKS_README = Path("tasks") / "README.md"  # its metric list is the metric table's
+METRICS_START, METRICS_END = "<!-- metrics:start -->", "<!-- metrics:end -->"
 
 
 def render_all(
@@ -22,8 +27,11 @@ def render_all(
     readme: Path | None,
     rows: Path | None = recipes.ROWS,
     draw: bool = True,
+    root: Path = Path("."),
 ) -> list[Path]:
-    """Write every rendered file; the paths written, in order."""
+    """Write every rendered file; the paths written, in order. With the top-level README
+    (``readme``), also the metric list of ``tasks/README.md`` beside it; the rows' adapter
+    paths are taken from ``root`` (the repository's root)."""
     records = load_records(results_dir)
     protocol_dir = results_dir / protocol_table.FOLDER
     protocol_runs = load_records(protocol_dir) if protocol_dir.is_dir() else []
@@ -31,7 +39,7 @@ def render_all(
         raise RefusedRunError(f"no run records under {results_dir} or {protocol_dir}")
     written = render.write_all(records, output, readme, draw=draw) if records else []
     if protocol_runs:
-        written += protocol_table.write(protocol_runs, output, readme, draw=draw)
+        written += protocol_table.write(protocol_runs, output, None, draw=draw)  # leaderboards/protocols.md
     stored = {p.stem for p in results_dir.glob("*.json")}
     for path in recipes.of_kind(rows, "tradeoff") if rows is not None and rows.is_dir() else []:
         spec = recipes.load_tradeoff(path)
@@ -41,19 +49,24 @@ def render_all(
         command = f"calbench leaderboard render   # {path.as_posix()}"
         written += tradeoff.write(base, adapters, output, command, draw_plot=draw)
     if rows is not None and rows.is_dir():
-        written += cards(rows, results_dir)
+        written += cards(rows, results_dir, root)
+    tasks_readme = readme.parent / TASKS_README if readme is not None else None
+    if tasks_readme is not None and tasks_readme.is_file():
+        text = render.splice_readme(tasks_readme.read_text(), table.markdown(), METRICS_START, METRICS_END)
+        atomic_write(tasks_readme, text)
+        written.append(tasks_readme)
     return list(dict.fromkeys(written))
 
 
-def cards(rows: Path, results_dir: Path) -> list[Path]:
+def cards(rows: Path, results_dir: Path, root: Path = Path(".")) -> list[Path]:
     """Each row adapter's card, with the adapter's record and its base model's (the row of the
     same model without an adapter), where the store holds the records and the adapter its card."""
     recipes_ = [recipes.load_row(p) for p in recipes.rows_in(rows)]
     stored = {p.stem for p in results_dir.glob("*.json")}
     written = []
     for r in recipes_:
-        if r.adapter is None or r.name not in stored or not (Path(r.adapter) / "README.md").is_file():
+        if r.adapter is None or r.name not in stored or not (root / r.adapter / "README.md").is_file():
             continue
         bases = [b.name for b in recipes_ if b.adapter is None and b.model == r.model and b.name in stored]
-        written.append(card.update_card(Path(r.adapter), [r.name, *bases[:1]], results_dir))
+        written.append(card.update_card(root / r.adapter, [r.name, *bases[:1]], results_dir))
     return written

@@ -45,7 +45,14 @@ RESULTS = Path("leaderboards") / "results"
 KINDS = ("row", "protocols", "tradeoff")
 ROW_KEYS = {"kind", "type", "model", "backend", "model_args", "chat_template", "adapter", "evaluations", "results_dir"}
 EVALUATION_KEYS = {"kind", "tasks", "samples_per_prompt", "metadata", "chat_template"}
-TRAIN_NOT_IDENTITY = ("output", "resume", "overwrite", "save_steps", "logging_steps", "keep_checkpoints")  # the run's, not the recipe's
+TRAIN_NOT_IDENTITY = (
+    "output",
+    "resume",
+    "overwrite",
+    "save_steps",
+    "logging_steps",
+    "keep_checkpoints",
+)  # the run's, not the recipe's
 
 
 class RecipeError(RefusedRunError):

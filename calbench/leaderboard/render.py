@@ -34,7 +34,8 @@ from calbench.leaderboard.numbers import (
     tier_metric,
     valid_rate,
 )
-from calbench.policy import arrow
+from calbench.metrics.table import arrow
+from calbench.provenance import atomic_write
 from calbench.stats import Estimate, fmt
 
 Cell = Estimate | str  # a value with its standard error, or why there is none
@@ -42,7 +43,7 @@ Column = tuple[str, Callable[[Mapping[str, Any]], Cell]]
 
 
 def _column(label: str, metric: str, fn: Callable[[Mapping[str, Any]], Cell]) -> Column:
-    """A table column headed ``label`` and the metric's direction arrow (``calbench.policy``)."""
+    """A table column headed ``label`` and the metric's direction arrow (``calbench.metrics.table``)."""
     return (f"{label} {arrow(metric)}", fn)
 
 
@@ -157,23 +158,14 @@ def render(records: Sequence[Mapping[str, Any]], plot_files: Sequence[str] = ())
     order = ranked(records)
     files: dict[str, str] = {}
     lines = [
-        "# calbench leaderboard",
-        "",
         "Rendered by `calbench leaderboard render` from the run records in `results/`; do not edit by hand.",
         "Value ± 95% interval half-width (1.96 standard errors); `n/a` where a system was not run on a task.",
-        "**score** is calbench's calibration score (0-100, higher is better; `calbench/metrics/calibration.py`,",
-        "`calbench/leaderboard/numbers.py` and the top-level README), computed from each row's stored samples. Per",
-        "prompt: the valid share times the mean quality of disjoint chunks of 50 valid answers, a chunk's",
-        "quality being its PIT distance to uniform placed between exact sampling's 95th percentile (1) and a",
-        "collapse onto the median (0); averaged over prompts, then over the 30 families. It does not depend on",
-        'the samples per prompt, so rows compare; it needs 50 samples per prompt ("too few samples" below).',
-        'A prompt with fewer than 50 valid answers (column "prompts < 50 valid") is scored on what it has,',
-        "which is not sample-size-free; its part of the score is at most its valid share.",
-        "valid_rate, pit_w1 (PIT W1 to uniform, 0-0.5, the same scale for every family) and KS@100 (share of",
-        "prompts whose first 100 valid answers pass a KS test at p > 1e-4) are computed from the stored samples",
-        "too. CS@n is the former score (valid rate times min(1, (floor + 1.96 SE) / W1) per family): it",
-        "depends on the samples per prompt, so it is shown for reference only. The excess W1 columns are",
-        "medians over families (Cauchy's tails make single W1 values erratic at any n).",
+        "**score**: the calibration score ([`calbench/metrics/calibration.py`](../calbench/metrics/calibration.py)),",
+        'from each row\'s stored samples; it needs 50 samples per prompt ("too few samples" below), and a prompt',
+        'with fewer than 50 valid answers ("prompts < 50 valid") is scored on what it has, which is not',
+        "sample-size-free. pit_w1, KS@100 and the valid rate come from the stored samples too; CS@n, the former",
+        "score, depends on the samples per prompt (for reference only). Excess W1 columns are medians over",
+        "families. Every metric: [`tasks/README.md`](../tasks/README.md#metrics).",
         "",
     ]
     for key, (title, columns) in TABLES.items():
@@ -190,6 +182,17 @@ def render(records: Sequence[Mapping[str, Any]], plot_files: Sequence[str] = ())
         lines += [f"**{r['name']}** ({r['type']}): {_describe(r)}", "", "```bash", r["command"].strip(), "```", ""]
     files["README.md"] = "\n".join(lines).rstrip() + "\n"
     return files
+
+
+BOARD_START, BOARD_END = "<!-- board:start -->", "<!-- board:end -->"
+
+
+def board_page(existing: str | None, board: str) -> str:
+    """``leaderboards/README.md``: its hand-written text with ``board`` between the board markers
+    (a page without them becomes the board alone, under a title)."""
+    if existing is not None and BOARD_START in existing and BOARD_END in existing:
+        return splice_readme(existing, board.rstrip("\n"), BOARD_START, BOARD_END)
+    return f"# calbench leaderboard\n\n{BOARD_START}\n{board.rstrip()}\n{BOARD_END}\n"
 
 
 def headline_markdown(records: Sequence[Mapping[str, Any]]) -> str:
@@ -217,8 +220,9 @@ def write_all(records: Sequence[Mapping[str, Any]], out: Path, readme: Path | No
     written = []
     for name, content in render(records, plots.plot_paths(records)).items():
         path = out / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(content)
+        if name == "README.md":
+            content = board_page(path.read_text() if path.is_file() else None, content)
+        atomic_write(path, content)
         written.append(path)
     if readme is not None:
         readme.write_text(splice_readme(readme.read_text(), headline_markdown(records)))
