@@ -84,10 +84,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_noveltybench(args: argparse.Namespace) -> int:
+    from calbench import lm_eval_io
     from calbench.metrics import noveltybench
 
     try:
-        scored = noveltybench.score_files(args.samples, full=args.full, device=args.device)
+        logs = [lm_eval_io.noveltybench_log(path) for path in args.samples]
+        items = [
+            (split, noveltybench.items_of(samples, str(path)))
+            for (split, samples), path in zip(logs, args.samples, strict=True)
+        ]
+        scored = noveltybench.score_splits(items, full=args.full, device=args.device)
     except (ValueError, OSError) as err:
         return _fail("noveltybench", err)
     print(noveltybench.summary_text(scored))

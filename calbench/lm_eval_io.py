@@ -69,6 +69,17 @@ def read_samples(path: Path) -> Iterator[dict[str, Any]]:
             yield record
 
 
+NOVELTYBENCH_LOG = re.compile(r"samples_calbench_noveltybench_(curated|wildchat)_")
+
+
+def noveltybench_log(path: Path) -> tuple[str, list[dict[str, Any]]]:
+    """The split (from lm-eval's file name) and the records of a NoveltyBench task's samples log."""
+    match = NOVELTYBENCH_LOG.match(Path(path).name)
+    if match is None:
+        raise LmEvalOutputError(f"{Path(path).name}: not a samples log of calbench_noveltybench_curated or _wildchat")
+    return match.group(1), list(read_samples(path))
+
+
 def task_samples(results_file: Path, task: str) -> list[dict[str, Any]]:
     """Every record of ``task``'s samples log of the run of ``results_file``."""
     return list(read_samples(samples_log(results_file, task)))

@@ -31,6 +31,21 @@ def metric_keys(metrics: Sequence[str], family: str | None = None, stderr: bool 
     return [k for name in names for k in ((name, f"{name}_stderr") if stderr else (name,))]
 
 
+_SUMMARIES: dict[tuple[Any, ...], tuple[list[dict[str, Any]], Summary]] = {}  # one summary per record set
+
+
+def _summary(summarize: Callable[[list[dict[str, Any]]], Summary], records: list[dict[str, Any]]) -> Summary:
+    """``summarize(records)``, computed once for the same records: lm-eval aggregates each metric
+    key apart (414 keys for calbench_numeric_unseen), and every key of a task or of a family
+    holds the same record objects."""
+    key = (summarize, *map(id, records))
+    if key not in _SUMMARIES:
+        if len(_SUMMARIES) > 64:
+            _SUMMARIES.clear()
+        _SUMMARIES[key] = (records, summarize(records))  # the records stay alive: their ids stay theirs
+    return _SUMMARIES[key][1]
+
+
 def _aggregate(
     summarize: Callable[[list[dict[str, Any]]], Summary],
     group: str,
@@ -42,7 +57,7 @@ def _aggregate(
     records = [i for i in items if not family or i[group] == family]
     if not records:  # a family all of whose prompts `--limit` left out
         return float("nan")
-    summary = summarize(records)
+    summary = _summary(summarize, records)
     estimate = summary.families[family][metric] if family else summary.overall[metric]
     return estimate.se if stderr else estimate.value
 

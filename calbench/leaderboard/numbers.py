@@ -31,9 +31,10 @@ families independent: ``stats.quadrature_mean``).
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from calbench.families import FAMILIES
 from calbench.metrics import calibration as n_free
@@ -49,6 +50,7 @@ from calbench.metrics.prompt_records import (
 from calbench.stats import UNDEFINED, Z95, Estimate, quadrature_mean
 
 NUMERIC_SPLITS = ("unseen", "heldout")
+F = TypeVar("F", bound=Callable[..., Any])
 SAMPLING_TASKS = {s: f"calbench_numeric_{s}" for s in NUMERIC_SPLITS}
 LIKELIHOOD_TASKS = {s: f"calbench_numeric_{s}_likelihood" for s in NUMERIC_SPLITS}
 EXACT_TASKS = {s: f"calbench_numeric_{s}_exact" for s in NUMERIC_SPLITS}  # sample-free (enumerated)
@@ -97,6 +99,27 @@ def threshold_score(record: Mapping[str, Any]) -> Estimate:
     return Estimate(100 * mean.value, 100 * mean.se)
 
 
+_MEMO: dict[tuple[Any, ...], tuple[Mapping[str, Any], Any]] = {}
+
+
+def _once(fn: F) -> F:
+    """``fn(record, ...)`` computed once per record (a table, the ranking and the plots ask for the
+    same score): keyed by the record and its stored samples' lists, which a changed record replaces."""
+
+    @functools.wraps(fn)
+    def wrapped(record: Mapping[str, Any], *args: Any) -> Any:
+        stored = tuple(id(record["tasks"].get(t, {}).get("samples")) for t in SAMPLING_TASKS.values())
+        key = (fn.__name__, id(record), stored, *args)
+        if key not in _MEMO:
+            if len(_MEMO) > 1024:
+                _MEMO.clear()
+            _MEMO[key] = (record, fn(record, *args))  # the record stays alive: its id stays its own
+        return _MEMO[key][1]
+
+    return wrapped  # type: ignore[return-value]
+
+
+@_once
 def prompts(record: Mapping[str, Any]) -> dict[str, list[Prompt]] | None:
     """family -> its prompts' stored samples, over both numeric splits; None unless both
     sampling tasks were run with their samples stored."""
@@ -120,6 +143,7 @@ def _too_few(record: Mapping[str, Any], needed: int) -> str | None:
     return f"too few samples ({n} < {needed})" if n is not None and n < needed else None
 
 
+@_once
 def calibration_score(record: Mapping[str, Any]) -> Estimate | str:
     """The sample-size-free calibration score (module docstring); "too few samples" below
     ``M_REF`` samples per prompt; undefined without stored samples of both numeric splits."""
@@ -129,24 +153,28 @@ def calibration_score(record: Mapping[str, Any]) -> Estimate | str:
     return UNDEFINED if rows is None else n_free.calibration_score(rows)
 
 
+@_once
 def below_reference(record: Mapping[str, Any]) -> Estimate:
     """The share of prompts with fewer than ``M_REF`` valid answers (scored, but not n-free)."""
     rows = prompts(record)
     return UNDEFINED if rows is None else share_below_reference(rows)
 
 
+@_once
 def valid_rate(record: Mapping[str, Any]) -> Estimate:
     """Mean over the 30 families of each family's share of valid answers (stored samples)."""
     rows = prompts(record)
     return UNDEFINED if rows is None else pooled_valid_rate(rows)
 
 
+@_once
 def mean_pit_w1(record: Mapping[str, Any]) -> Estimate:
     """Mean over families of the mean per-prompt ``pit_w1`` (stored samples)."""
     rows = prompts(record)
     return UNDEFINED if rows is None else family_mean_pit_w1(rows)
 
 
+@_once
 def ks_at_n(record: Mapping[str, Any], n: int = pit.KS_N) -> Estimate | str:
     """KS@N over the 42 prompts: the share whose first ``n`` valid answers pass the KS test."""
     if (why := _too_few(record, n)) is not None:

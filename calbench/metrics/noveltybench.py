@@ -21,11 +21,9 @@ not NoveltyBench numbers; they are labelled ``distinct_lite``.
 from __future__ import annotations
 
 import bisect
-import json
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -171,38 +169,32 @@ def score_split(
     return {"summary": summary, "prompts": rows}
 
 
-def read_samples(path: str | Path) -> tuple[str, list[dict[str, Any]]]:
-    """The split and the (id, prompt, generations) items of an lm-eval samples log of
-    ``calbench_noveltybench_<split>`` (written with ``--log_samples``)."""
-    path = Path(path)
-    match = re.match(r"samples_calbench_noveltybench_(curated|wildchat)_", path.name)
-    if match is None:
-        raise ValueError(f"{path.name}: not a samples log of calbench_noveltybench_curated or _wildchat")
+def items_of(samples: Sequence[Mapping[str, Any]], where: str = "samples") -> list[dict[str, Any]]:
+    """The (id, prompt, generations) items of a ``calbench_noveltybench_<split>`` task's logged samples."""
     items = []
-    with path.open() as f:
-        for n, line in enumerate(f, 1):
-            try:
-                sample = json.loads(line)
-                generations = sample["resps"][0]
-                items.append({"id": sample["doc"]["id"], "prompt": sample["doc"]["prompt"], "generations": generations})
-            except (json.JSONDecodeError, KeyError, IndexError, TypeError) as err:
-                raise ValueError(f"{path}:{n}: not an lm-eval sample record ({err})") from err
-            if not isinstance(generations, list) or not all(isinstance(g, str) for g in generations):
-                raise ValueError(f"{path}:{n}: the generations (resps[0]) must be a list of strings")
-            if not generations:
-                raise ValueError(f"{path}:{n}: a prompt without generations")
+    for n, sample in enumerate(samples, 1):
+        try:
+            generations = sample["resps"][0]
+            items.append({"id": sample["doc"]["id"], "prompt": sample["doc"]["prompt"], "generations": generations})
+        except (KeyError, IndexError, TypeError) as err:
+            raise ValueError(f"{where}:{n}: not an lm-eval sample record ({err})") from err
+        if not isinstance(generations, list) or not all(isinstance(g, str) for g in generations):
+            raise ValueError(f"{where}:{n}: the generations (resps[0]) must be a list of strings")
+        if not generations:
+            raise ValueError(f"{where}:{n}: a prompt without generations")
     if not items:
-        raise ValueError(f"{path}: the samples log is empty")
-    return match.group(1), items
+        raise ValueError(f"{where}: the samples log is empty")
+    return items
 
 
-def score_files(paths: Sequence[str | Path], full: bool = False, device: str = "cpu") -> dict[str, Any]:
-    """Score samples logs per split: lite (``distinct_lite`` only) or full NoveltyBench (hub models)."""
+def score_splits(
+    logs: Sequence[tuple[str, list[dict[str, Any]]]], full: bool = False, device: str = "cpu"
+) -> dict[str, Any]:
+    """Score each split's items (``items_of``): lite (``distinct_lite`` only) or full NoveltyBench (hub models)."""
     equivalent = classifier_equivalence(device) if full else lite_equivalent
     rate = reward_ratings(device) if full else None
     splits: dict[str, Any] = {}
-    for path in paths:
-        split, items = read_samples(path)
+    for split, items in logs:
         if split in splits:
             raise ValueError(f"two samples logs for the {split} split: pass one per split")
         scored = score_split(items, equivalent, rate)
