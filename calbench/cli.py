@@ -183,7 +183,15 @@ def cmd_leaderboard_compare(args: argparse.Namespace) -> int:
     if not differ:
         stored = sum(len(e.get("samples", [])) + len(e.get("items", [])) for e in a["tasks"].values())
         print(f"identical numbers: {len(a['tasks'])} tasks, every metric and {stored} stored prompts and items")
-    return 1 if differ else 0
+        return 0
+    apart = records.agreement(a, b)
+    for kind in ("z", "relative"):
+        found = [(name, x) for name, k, x in apart if k == kind]
+        if found:
+            what = "standard errors apart (in quadrature)" if kind == "z" else "relative difference (exact metrics)"
+            worst = ", ".join(f"{name} {x:.3g}" for name, x in found[:3])
+            print(f"{len(found)} metrics differ; the largest {what}: {worst}")
+    return 1
 
 
 def _render(args: argparse.Namespace) -> None:

@@ -186,7 +186,7 @@ def _z(r, key):
 def test_oracle_is_calibrated_end_to_end(reference_runs):
     # Prompts rendered, read back, answered, parsed and scored: an exact sampler's excess
     # W1 is zero up to noise on every family. The standard errors are conservative
-    # (tests/test_sampling_metrics.py), so |z| > 3 on any of 30 families would be a real error.
+    # (tests/test_sampling.py), so |z| > 3 on any of 30 families would be a real error.
     r = reference_runs["calbench-oracle"]
     for family in FAMILIES:
         assert abs(_z(r, f"excess_w1/{family}")) < 3, family

@@ -264,6 +264,25 @@ def differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def agreement(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[tuple[str, str, float]]:
+    """How far two records' overall metrics are apart, task by task, for two runs that need not
+    draw the same samples (another CPU's float kernels): ``(task:metric, "z", |Δ| / sqrt(se_a² +
+    se_b²))`` where both have a standard error, else ``(task:metric, "relative", |Δ| / |a|)``;
+    the largest first."""
+    out = []
+    for task in sorted(set(a["tasks"]) & set(b["tasks"])):
+        x, y = a["tasks"][task]["overall"], b["tasks"][task]["overall"]
+        for metric in sorted(set(x) & set(y)):
+            (va, sa), (vb, sb) = x[metric], y[metric]
+            if va is None or vb is None or va == vb:
+                continue
+            if sa and sb:
+                out.append((f"{task}:{metric}", "z", abs(va - vb) / math.hypot(sa, sb)))
+            else:
+                out.append((f"{task}:{metric}", "relative", abs(va - vb) / max(abs(va), 1e-300)))
+    return sorted(out, key=lambda t: -t[2])
+
+
 def named_records(folder: Path, names: Sequence[str]) -> list[dict[str, Any]]:
     """The run records ``names`` of a results folder, in that order; refused if one is missing."""
     by_name = {r["name"]: r for r in load_records(folder)}

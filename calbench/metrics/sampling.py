@@ -126,7 +126,7 @@ def w1_se(values: np.ndarray, target: Target, seed: int = 0) -> float:
     spread of an exact sampler's W1 at the same n is therefore used as a floor, a
     deliberately conservative choice (a deterministic sampler's W1 has no spread at all,
     and heavy-tailed families lose power); away from the law the bootstrap takes over.
-    Simulated with exact samplers (tests/test_sampling_metrics.py), the 95% interval covers at
+    Simulated with exact samplers (tests/test_sampling.py), the 95% interval covers at
     least 95%.
     """
     x = np.asarray(values, dtype=float)

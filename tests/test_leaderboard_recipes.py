@@ -1,0 +1,232 @@
+"""Leaderboard rows as recipes: reading them (defaults, skipped evaluations, refusals naming the
+field), and `calbench leaderboard run` end to end on the reference systems and a tiny adapter."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from calbench import cli
+from calbench.leaderboard import recipes, records
+from calbench.leaderboard.recipes import RecipeError, load_row, merge, train_arguments
+
+ROOT = Path(__file__).resolve().parents[1]
+ROWS = ROOT / "leaderboards" / "rows"
+
+
+def _write(folder: Path, name: str, text: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(text)
+    return path
+
+
+DEFAULTS = """\
+backend: calbench-hf
+model_args: {dtype: float32}
+chat_template: true
+evaluations:
+  quick: {tasks: [calbench_numeric_quick], samples_per_prompt: 10}
+  sample-free: {tasks: [calbench_numeric_unseen_exact]}
+  drift: {kind: drift}
+train: {use_cpu: true}
+"""
+
+
+def test_a_row_states_only_what_differs_from_the_defaults(tmp_path):
+    _write(tmp_path, "defaults.yaml", DEFAULTS)
+    row = _write(
+        tmp_path,
+        "tiny-soft.yaml",
+        "type: fine-tuned adapter\nmodel: some/model\n"
+        "adapter: {path: adapters/tiny, train: {method: soft, max_steps: 2}}\n"
+        "evaluations:\n  quick: {samples_per_prompt: 20}\n  sample-free: false\n",
+    )
+    recipe = load_row(row)
+    assert recipe.name == "tiny-soft" and recipe.backend == "calbench-hf" and recipe.chat_template
+    assert [e.name for e in recipe.evaluations] == ["quick", "drift"]  # sample-free skipped
+    quick = recipe.evaluation("quick")
+    assert quick.samples_per_prompt == 20 and quick.tasks == ("calbench_numeric_quick",) and quick.chat_template
+    assert recipe.train == {"use_cpu": True, "method": "soft", "max_steps": 2}
+    assert recipe.command == f"calbench leaderboard run {row.as_posix()}"
+    resolved = recipe.resolved()
+    assert resolved["adapter"] == {"path": "adapters/tiny", "train": recipe.train}
+    assert recipe.sha256() == load_row(row).sha256() and len(recipe.sha256()) == 16
+    changed = _write(tmp_path, "tiny-soft.yaml", row.read_text().replace("20", "30"))
+    assert load_row(changed).sha256() != recipe.sha256()
+    assert train_arguments("some/model", recipe.train) == [
+        "--model", "some/model", "--use-cpu", "--method", "soft", "--max-steps", "2",
+    ]  # fmt: skip
+
+
+def test_a_row_without_an_adapter_runs_no_drift(tmp_path):
+    _write(tmp_path, "defaults.yaml", DEFAULTS)
+    row = _write(tmp_path, "base.yaml", "type: base\nmodel: some/model\n")
+    assert [e.name for e in load_row(row).evaluations] == ["quick", "sample-free"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("type: winner\nmodel: m\n", "type: 'winner' is not one of"),
+        ("type: base\n", "model: --model calbench-hf needs a model"),
+        ("type: base\nmodel: m\nmodel_args: {pretrained: x}\n", "pretrained and peft come from model:"),
+        ("type: base\nmodel: m\nevaluations: {quick: {samples_per_prompt: 0}}\n", "quick.samples_per_prompt"),
+        ("type: base\nmodel: m\nevaluations: {quick: {taks: [x]}}\n", "unknown field(s) ['taks']"),
+        ("type: base\nmodel: m\nevaluations: {quick: false, sample-free: false}\n", "every evaluation is skipped"),
+        ("type: base\nmodel: m\nadapter: {path: a, train: {output: x}}\n", "['output'] are the run's"),
+        ("type: base\nmodel: m\ncolour: blue\n", "unknown field(s) ['colour']"),
+        ("type: reference\nbackend: calbench-oracle\nmodel: m\n", "the reference calbench-oracle takes no model"),
+        ("- a list\n", "a recipe is a mapping of fields"),
+        ("type: [unclosed\n", "not valid YAML"),
+    ],
+)
+def test_bad_recipes_are_refused_naming_the_file_and_field(tmp_path, text, message):
+    _write(tmp_path, "defaults.yaml", DEFAULTS)
+    row = _write(tmp_path, "row.yaml", text)
+    with pytest.raises(RecipeError, match=message.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")) as err:
+        load_row(row)
+    assert str(row) in str(err.value)
+
+
+def test_the_published_recipes_read_and_match_their_records():
+    stored = {r["name"]: r for r in records.load_records(ROOT / "leaderboards" / "results")}
+    paths = recipes.rows_in(ROWS)
+    assert {p.stem for p in paths} == set(stored)  # one recipe per published row, and no other
+    for path in paths:
+        recipe = load_row(path)
+        record = stored[recipe.name]
+        assert record["recipe"] == recipe.resolved() and record["recipe_sha256"] == recipe.sha256(), recipe.name
+        assert record["command"] == f"calbench leaderboard run leaderboards/rows/{path.name}"
+        assert set(record["evaluations"]) == set(recipe.names()), recipe.name
+    matrix = recipes.load_protocols(ROWS / "protocols.yaml")
+    protocol_store = {r["name"]: r for r in records.load_records(ROOT / "leaderboards" / "results" / "protocols")}
+    assert {r.name for r in matrix} == set(protocol_store)
+    for recipe in matrix:
+        assert protocol_store[recipe.name]["recipe"] == recipe.resolved()
+        assert [e.tasks[0] for e in recipe.evaluations][:2] == [
+            "calbench_numeric_quick",
+            "calbench_numeric_quick_batch",
+        ]
+    trade = recipes.load_tradeoff(ROWS / "tradeoff.yaml")
+    assert {trade.base, *trade.adapters} <= set(stored)
+
+
+@pytest.mark.integration
+def test_a_committed_adapter_is_checked_against_its_recipe():
+    """Each published adapter's calbench_train.json agrees with its recipe (calbench train --same-as)."""
+    from calbench.leaderboard.run import ensure_adapter
+
+    for path in recipes.rows_in(ROWS):
+        recipe = load_row(path)
+        if recipe.adapter is not None:
+            ensure_adapter(recipe, Path("unused"))  # refuses (RefusedRunError) on any disagreement
+
+
+@pytest.mark.integration
+def test_an_adapter_trained_otherwise_is_refused(tmp_path):
+    from calbench.leaderboard.checks import RefusedRunError
+    from calbench.leaderboard.run import ensure_adapter
+
+    soft = ROOT / "leaderboards" / "adapters" / "smollm2-135m-instruct-soft"
+    row = _write(
+        tmp_path,
+        "soft.yaml",
+        "type: fine-tuned adapter\nmodel: smollm2-135m-instruct\n"
+        f"adapter: {{path: {soft}, train: {{method: soft, max_steps: 100, batch_size: 8, effective_batch: 16}}}}\n",
+    )
+    _write(tmp_path, "defaults.yaml", (ROWS / "defaults.yaml").read_text())
+    with pytest.raises(RefusedRunError, match=r"max_steps: asked 100, adapter 60"):
+        ensure_adapter(load_row(row), tmp_path / "work")
+
+
+def test_merge_is_deep_and_false_removes():
+    base = {"a": {"x": 1, "y": 2}, "e": {"s": {"n": 1}, "t": {"n": 2}}}
+    assert merge(base, {"a": {"y": 3}, "e": {"t": False}}) == {"a": {"x": 1, "y": 3}, "e": {"s": {"n": 1}, "t": False}}
+    assert base["a"]["y"] == 2  # the defaults are not changed
+
+
+REFERENCE_DEFAULTS = """\
+backend: calbench-oracle
+chat_template: false
+evaluations:
+  quick: {tasks: [calbench_numeric_quick], samples_per_prompt: 60}
+  sample-free: {tasks: [calbench_numeric_unseen_exact]}
+"""
+
+
+@pytest.mark.integration
+def test_run_stores_a_record_then_skips_what_is_finished(tmp_path, capsys):
+    rows = tmp_path / "rows"
+    _write(rows, "defaults.yaml", REFERENCE_DEFAULTS)
+    row = _write(rows, "exact.yaml", "type: reference\n")
+    store, work = tmp_path / "store", tmp_path / "work"
+    argv = ["leaderboard", "run", str(row), "--results-dir", str(store), "--workdir", str(work)]
+    assert cli.main(argv) == 0
+    err = capsys.readouterr().err
+    assert "exact: quick: calbench eval --model calbench-oracle" in err and "not rendered" in err
+    record = records.load_record(store / "exact.json")
+    assert record["recipe"] == load_row(row).resolved() and set(record["evaluations"]) == {"quick", "sample-free"}
+    assert record["tasks"]["calbench_numeric_quick"]["evaluation"] == "quick"
+    assert len(record["tasks"]["calbench_numeric_quick"]["samples"]) == 42
+    assert len(record["tasks"]["calbench_numeric_unseen_exact"]["items"]) == 24  # per-prompt sample-free records
+    # lm-eval's folder named after the model is flattened away: the output is named after row and evaluation
+    assert sorted(p.name for p in (work / "exact" / "quick").iterdir())[0].startswith("calbench_evaluation")
+    assert not [p for p in (work / "exact").rglob("*") if p.is_dir() and p.parent.name in ("quick", "sample-free")]
+    marker = json.loads((work / "exact" / "quick" / "calbench_evaluation.json").read_text())
+    assert marker["recipe_sha256"] == record["evaluations"]["quick"]["recipe_sha256"]
+    # A rerun runs nothing: both evaluations are in the record (and their output is there too).
+    assert cli.main(argv) == 0
+    err = capsys.readouterr().err
+    assert "calbench eval" not in err and err.count("finished in") == 2
+    # Without the work folder, the record alone says they are finished.
+    import shutil
+
+    shutil.rmtree(work)
+    assert cli.main(argv) == 0
+    assert capsys.readouterr().err.count("finished (in the record)") == 2
+    assert records.differences(record, records.load_record(store / "exact.json")) == []
+    # A changed evaluation reruns alone; --only picks; an unknown name is refused before anything runs.
+    _write(rows, "defaults.yaml", REFERENCE_DEFAULTS.replace("60", "70"))
+    assert cli.main([*argv, "--only", "quick"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("calbench eval") == 1 and "finished (in the record)" in err
+    again = records.load_record(store / "exact.json")
+    assert again["tasks"]["calbench_numeric_quick"]["samples_per_prompt"] == 70
+    assert records.differences(record, again) == [
+        f"calbench_numeric_quick: {k}" for k in ("overall", "families", "samples", "samples_per_prompt")
+    ]
+    assert cli.main([*argv, "--only", "nothing"]) == 2
+    assert "no evaluation 'nothing'" in capsys.readouterr().err
+    # compare: the same numbers, or the differences and exit 1
+    assert cli.main(["leaderboard", "compare", str(store / "exact.json"), str(store / "exact.json")]) == 0
+    assert "identical numbers: 2 tasks" in capsys.readouterr().out
+
+
+@pytest.mark.integration
+def test_run_trains_a_missing_adapter_then_evaluates_it(tiny_split, tmp_path, capsys):
+    rows = tmp_path / "rows"
+    _write(rows, "defaults.yaml", "backend: calbench-hf\nchat_template: true\ntrain: {use_cpu: true}\n")
+    adapter = tmp_path / "adapters" / "tiny-hard"
+    row = _write(
+        rows,
+        "tiny-hard.yaml",
+        f"type: fine-tuned adapter\nmodel: {tiny_split}\n"
+        f"adapter: {{path: {adapter}, train: {{method: hard, max_steps: 2, batch_size: 2, effective_batch: 2,"
+        " prompts: 30, max_bins: 64}}\n"
+        "evaluations:\n  quick: {tasks: [calbench_numeric_quick], samples_per_prompt: 2}\n  drift: {kind: drift}\n",
+    )
+    store, work = tmp_path / "store", tmp_path / "work"
+    argv = ["leaderboard", "run", str(row), "--results-dir", str(store), "--workdir", str(work)]
+    assert cli.main(argv) == 0, capsys.readouterr().err[-3000:]
+    assert "training the adapter: calbench train --model" in capsys.readouterr().err
+    assert (adapter / "adapter_model.safetensors").is_file() and not (adapter / "tokenizer.json").exists()
+    record = records.load_record(store / "tiny-hard.json")
+    assert record["model"]["adapter_sha256"] and record["drift"]["drift_kl"] >= 0
+    assert set(record["evaluations"]) == {"quick", "drift"}
+    # The adapter is there now: a changed training option is refused, and nothing is retrained.
+    row.write_text(row.read_text().replace("max_steps: 2", "max_steps: 3"))
+    assert cli.main(argv) == 2
+    assert "max_steps: asked 3, adapter 2" in capsys.readouterr().err
