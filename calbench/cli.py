@@ -218,6 +218,14 @@ def cmd_leaderboard_run(args: argparse.Namespace) -> int:
             chosen.append(recipes.load_row(path))
         elif kind == "protocols":
             chosen += recipes.load_protocols(path)
+        elif kind == "curve":
+            from calbench.leaderboard import curves
+
+            spec = curves.load(path)
+            if args.results_dir is not None:
+                spec = curves.with_results_dir(spec, args.results_dir / "curves")
+            for written in curves.run_curves(spec, args.workdir, only):  # --only: the runs
+                print(f"written: {written}")
     for path in run.run_rows(chosen, args.workdir, args.results_dir, only, args.rerun):
         print(f"written: {path}")
     if args.results_dir is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from calbench.leaderboard import card, protocol_table, recipes, render, tradeoff
+from calbench.leaderboard import card, curves, protocol_table, recipes, render, tradeoff
 from calbench.leaderboard.checks import RefusedRunError
 from calbench.leaderboard.records import load_records, named_records
 from calbench.metrics import table
@@ -48,6 +48,11 @@ def render_all(
         base, *adapters = named_records(results_dir, [spec.base, *spec.adapters])
         command = f"calbench leaderboard render   # {path.as_posix()}"
         written += tradeoff.write(base, adapters, output, command, draw_plot=draw)
+    for path in recipes.of_kind(rows, "curve") if rows is not None and rows.is_dir() else []:
+        spec = curves.load(path)
+        written += curves.write(
+            curves.with_results_dir(spec, results_dir / spec.results_dir.name), output, draw_plot=draw
+        )
     if rows is not None and rows.is_dir():
         written += cards(rows, results_dir, root)
     tasks_readme = readme.parent / TASKS_README if readme is not None else None

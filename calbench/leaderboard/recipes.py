@@ -42,7 +42,7 @@ from calbench.provenance import sha256_json
 ROWS = Path("leaderboards") / "rows"
 DEFAULTS = "defaults.yaml"
 RESULTS = Path("leaderboards") / "results"
-KINDS = ("row", "protocols", "tradeoff")
+KINDS = ("row", "protocols", "tradeoff", "curve")
 ROW_KEYS = {"kind", "type", "model", "backend", "model_args", "chat_template", "adapter", "evaluations", "results_dir"}
 EVALUATION_KEYS = {"kind", "tasks", "samples_per_prompt", "metadata", "chat_template"}
 TRAIN_NOT_IDENTITY = (
@@ -143,7 +143,7 @@ def kind_of(path: Path) -> str:
     return str(kind)
 
 
-def _defaults(folder: Path) -> dict[str, Any]:
+def defaults_of(folder: Path) -> dict[str, Any]:
     path = folder / DEFAULTS
     return read_yaml(path) if path.is_file() else {}
 
@@ -159,47 +159,47 @@ def merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _need(ok: bool, path: Path, field_name: str, why: str) -> None:
+def need(ok: bool, path: Path, field_name: str, why: str) -> None:
     if not ok:
         raise RecipeError(f"{path}: {field_name}: {why}")
 
 
-def _evaluations(path: Path, specs: Any, chat: bool, has_adapter: bool) -> tuple[Evaluation, ...]:
-    _need(isinstance(specs, Mapping) and bool(specs), path, "evaluations", "name at least one evaluation")
+def evaluations_of(path: Path, specs: Any, chat: bool, has_adapter: bool) -> tuple[Evaluation, ...]:
+    need(isinstance(specs, Mapping) and bool(specs), path, "evaluations", "name at least one evaluation")
     out = []
     for name, spec in specs.items():
         where = f"evaluations.{name}"
         if spec is False or spec is None:
             continue  # skipped by this row
-        _need(isinstance(spec, Mapping), path, where, "must be a mapping of fields (or false to skip it)")
+        need(isinstance(spec, Mapping), path, where, "must be a mapping of fields (or false to skip it)")
         unknown = set(spec) - EVALUATION_KEYS
-        _need(not unknown, path, where, f"unknown field(s) {sorted(unknown)}; known: {sorted(EVALUATION_KEYS)}")
+        need(not unknown, path, where, f"unknown field(s) {sorted(unknown)}; known: {sorted(EVALUATION_KEYS)}")
         kind = spec.get("kind", "lm-eval")
-        _need(kind in ("lm-eval", "drift"), path, f"{where}.kind", f"{kind!r} is not lm-eval or drift")
+        need(kind in ("lm-eval", "drift"), path, f"{where}.kind", f"{kind!r} is not lm-eval or drift")
         if kind == "drift":
             if has_adapter:
                 out.append(Evaluation(str(name), "drift"))
             continue  # the drift of a row without an adapter is 0 by definition: nothing to run
         tasks = spec.get("tasks")
-        _need(
+        need(
             isinstance(tasks, list) and bool(tasks) and all(isinstance(t, str) for t in tasks),
             path,
             f"{where}.tasks",
             "must be a list of task names",
         )
         n = spec.get("samples_per_prompt")
-        _need(
+        need(
             n is None or (isinstance(n, int) and not isinstance(n, bool) and n >= 1),
             path,
             f"{where}.samples_per_prompt",
             f"must be a positive integer, got {n!r}",
         )
         metadata = spec.get("metadata") or {}
-        _need(isinstance(metadata, Mapping), path, f"{where}.metadata", "must be a mapping")
+        need(isinstance(metadata, Mapping), path, f"{where}.metadata", "must be a mapping")
         own_chat = spec.get("chat_template", chat)
-        _need(isinstance(own_chat, bool), path, f"{where}.chat_template", "must be true or false")
+        need(isinstance(own_chat, bool), path, f"{where}.chat_template", "must be true or false")
         out.append(Evaluation(str(name), "lm-eval", tuple(tasks), n, dict(metadata), own_chat))
-    _need(bool(out), path, "evaluations", "every evaluation is skipped: nothing to run")
+    need(bool(out), path, "evaluations", "every evaluation is skipped: nothing to run")
     return tuple(out)
 
 
@@ -207,10 +207,10 @@ def load_row(path: Path, defaults: Mapping[str, Any] | None = None) -> Recipe:
     """A row's recipe over its folder's ``defaults.yaml`` (or ``defaults``), checked field by field."""
     path = Path(path)
     own = read_yaml(path)
-    _need(own.get("kind", "row") == "row", path, "kind", f"{own.get('kind')!r}: not a row (load it as its kind)")
+    need(own.get("kind", "row") == "row", path, "kind", f"{own.get('kind')!r}: not a row (load it as its kind)")
     unknown = set(own) - ROW_KEYS
-    _need(not unknown, path, "", f"unknown field(s) {sorted(unknown)}; known: {sorted(ROW_KEYS)}")
-    base = dict(_defaults(path.parent) if defaults is None else defaults)
+    need(not unknown, path, "", f"unknown field(s) {sorted(unknown)}; known: {sorted(ROW_KEYS)}")
+    base = dict(defaults_of(path.parent) if defaults is None else defaults)
     train_defaults = base.pop("train", {}) or {}
     data = merge(base, own)
     name = path.stem
@@ -219,40 +219,40 @@ def load_row(path: Path, defaults: Mapping[str, Any] | None = None) -> Recipe:
     except RefusedRunError as err:
         raise RecipeError(f"{path}: the file name is the row's name: {err}") from None
     entry_type = data.get("type")
-    _need(entry_type in ENTRY_TYPES, path, "type", f"{entry_type!r} is not one of {', '.join(ENTRY_TYPES)}")
+    need(entry_type in ENTRY_TYPES, path, "type", f"{entry_type!r} is not one of {', '.join(ENTRY_TYPES)}")
     backend = data.get("backend")
-    _need(isinstance(backend, str) and bool(backend), path, "backend", "name the lm-eval model (e.g. calbench-hf)")
+    need(isinstance(backend, str) and bool(backend), path, "backend", "name the lm-eval model (e.g. calbench-hf)")
     model = data.get("model")
-    _need(model is None or isinstance(model, str), path, "model", "must be a catalogue name, a hub id or a folder")
+    need(model is None or isinstance(model, str), path, "model", "must be a catalogue name, a hub id or a folder")
     model_args = data.get("model_args") or {}
-    _need(isinstance(model_args, Mapping), path, "model_args", "must be a mapping")
-    _need(
+    need(isinstance(model_args, Mapping), path, "model_args", "must be a mapping")
+    need(
         not {"pretrained", "peft", "lora_local_path"} & set(model_args),
         path,
         "model_args",
         "pretrained and peft come from model: and adapter:, not model_args",
     )
     chat = data.get("chat_template", False)
-    _need(isinstance(chat, bool), path, "chat_template", "must be true or false")
+    need(isinstance(chat, bool), path, "chat_template", "must be true or false")
     adapter, train = None, None
     if data.get("adapter") is not None:
         spec = data["adapter"]
-        _need(isinstance(spec, Mapping) and isinstance(spec.get("path"), str), path, "adapter", "needs a path")
-        _need(model is not None, path, "adapter", "an adapter needs its base model: set model:")
+        need(isinstance(spec, Mapping) and isinstance(spec.get("path"), str), path, "adapter", "needs a path")
+        need(model is not None, path, "adapter", "an adapter needs its base model: set model:")
         adapter = str(spec["path"])
         if spec.get("train") is not None:
-            _need(
+            need(
                 isinstance(spec["train"], Mapping), path, "adapter.train", "must be a mapping of calbench train options"
             )
             train = merge(train_defaults, spec["train"])
             bad = set(train) & set(TRAIN_NOT_IDENTITY)
-            _need(not bad, path, "adapter.train", f"{sorted(bad)} are the run's, not the recipe's")
-            _need("model" not in train, path, "adapter.train.model", "the base model is the row's model:")
+            need(not bad, path, "adapter.train", f"{sorted(bad)} are the run's, not the recipe's")
+            need("model" not in train, path, "adapter.train.model", "the base model is the row's model:")
     if backend.startswith("calbench-") and backend != "calbench-hf":
-        _need(model is None, path, "model", f"the reference {backend} takes no model")
+        need(model is None, path, "model", f"the reference {backend} takes no model")
     else:
-        _need(model is not None, path, "model", f"--model {backend} needs a model")
-    evaluations = _evaluations(path, data.get("evaluations"), chat, adapter is not None)
+        need(model is not None, path, "model", f"--model {backend} needs a model")
+    evaluations = evaluations_of(path, data.get("evaluations"), chat, adapter is not None)
     results_dir = Path(data.get("results_dir") or RESULTS)
     return Recipe(
         path,
@@ -282,12 +282,12 @@ def load_protocols(path: Path) -> list[Recipe]:
     (the quick selection's 42 prompts at ``samples_per_prompt``), stored in its own folder."""
     path = Path(path)
     data = read_yaml(path)
-    _need(data.get("kind") == "protocols", path, "kind", "must be protocols")
+    need(data.get("kind") == "protocols", path, "kind", "must be protocols")
     systems, names = data.get("systems"), data.get("protocols")
-    _need(isinstance(systems, list) and bool(systems), path, "systems", "list the rows to run")
-    _need(isinstance(names, list) and bool(names), path, "protocols", "list the protocols")
+    need(isinstance(systems, list) and bool(systems), path, "systems", "list the rows to run")
+    need(isinstance(names, list) and bool(names), path, "protocols", "list the protocols")
     n = data.get("samples_per_prompt")
-    _need(isinstance(n, int) and n >= 1, path, "samples_per_prompt", f"must be a positive integer, got {n!r}")
+    need(isinstance(n, int) and n >= 1, path, "samples_per_prompt", f"must be a positive integer, got {n!r}")
     results_dir = Path(data.get("results_dir") or RESULTS / "protocols")
     out = []
     for system in systems:
@@ -324,10 +324,10 @@ class TradeoffRecipe:
 def load_tradeoff(path: Path) -> TradeoffRecipe:
     path = Path(path)
     data = read_yaml(path)
-    _need(data.get("kind") == "tradeoff", path, "kind", "must be tradeoff")
+    need(data.get("kind") == "tradeoff", path, "kind", "must be tradeoff")
     base, adapters = data.get("base"), data.get("adapters")
-    _need(isinstance(base, str), path, "base", "name the base model's row")
-    _need(isinstance(adapters, list) and bool(adapters), path, "adapters", "list the adapters' rows")
+    need(isinstance(base, str), path, "base", "name the base model's row")
+    need(isinstance(adapters, list) and bool(adapters), path, "adapters", "list the adapters' rows")
     return TradeoffRecipe(path, base, tuple(map(str, adapters)))
 
 

@@ -1,0 +1,310 @@
+"""Learning curves: every checkpoint of a training run scored by one fixed, cheap protocol.
+
+A curve recipe (``kind: curve``, e.g. ``leaderboards/rows/curves.yaml``) names training runs
+(each with its ``calbench train`` options, over ``defaults.yaml``'s ``train:``) and one
+protocol (evaluations, as a row's). ``calbench leaderboard run`` trains each run in
+``<workdir>/<run>/train`` (``--keep-checkpoints 0``: every checkpoint kept; an interrupted
+run resumes), then scores the base model (step 0) and every checkpoint with the protocol:
+each point is a row of its own (``calbench.leaderboard.run``, finished points skipped),
+stored in ``<results>/curves/<run>/step-<N>.json`` with its step, examples seen, wall time
+and tokens. ``calbench leaderboard render`` draws the curves from those records alone
+(``curves.md``, ``plots/curves.png``): on the quick selection's 42 prompts the calibration
+score, ``pit_w1``, the valid rate and KS@100 (``prompt_records.sample_quality``), and each
+retention task's headline metric, all with 95% intervals.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from tabulate import tabulate
+
+from calbench.leaderboard import records
+from calbench.leaderboard.checks import RefusedRunError
+from calbench.leaderboard.recipes import (
+    RESULTS,
+    Evaluation,
+    Recipe,
+    RecipeError,
+    defaults_of,
+    evaluations_of,
+    merge,
+    need,
+    read_yaml,
+    train_arguments,
+)
+from calbench.leaderboard.run import WORKDIR, _calbench, _say, run_row
+from calbench.metrics.prompt_records import prompt_rows, sample_quality
+from calbench.provenance import atomic_write
+from calbench.stats import Z95, Estimate, fmt
+
+QUICK = "calbench_numeric_quick"
+RETENTION = {
+    "calbench_arithmetic": "exact_flexible",
+    "calbench_format_following": "loose_acc",
+    "calbench_mmlu_mini": "acc",
+}
+TABLE, PLOT = "curves.md", "plots/curves.png"
+
+
+@dataclass(frozen=True)
+class CurveRun:
+    name: str
+    label: str
+    model: str
+    train: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Curves:
+    path: Path
+    runs: tuple[CurveRun, ...]
+    protocol: tuple[Evaluation, ...]
+    backend: str
+    model_args: Mapping[str, Any]
+    chat_template: bool
+    results_dir: Path
+
+    def folder(self, run: str) -> Path:
+        return self.results_dir / run
+
+
+def load(path: Path) -> Curves:
+    """A curve recipe over its folder's defaults, checked field by field."""
+    path = Path(path)
+    own = read_yaml(path)
+    need(own.get("kind") == "curve", path, "kind", "must be curve")
+    base = defaults_of(path.parent)
+    train_defaults = base.pop("train", {}) or {}
+    data = merge({k: v for k, v in base.items() if k != "evaluations"}, {k: v for k, v in own.items() if k != "kind"})
+    chat = data.get("chat_template", False)
+    runs = data.get("runs")
+    need(isinstance(runs, Mapping) and bool(runs), path, "runs", "name at least one training run")
+    out = []
+    for name, spec in runs.items():
+        need(isinstance(spec, Mapping) and isinstance(spec.get("train"), Mapping), path, f"runs.{name}", "needs train:")
+        model = spec.get("model", data.get("model"))
+        need(isinstance(model, str), path, f"runs.{name}.model", "name the base model (here or at the top)")
+        train = merge(train_defaults, spec["train"])
+        need("effective_batch" in train, path, f"runs.{name}.train", "state effective_batch (examples per step)")
+        out.append(CurveRun(str(name), str(spec.get("label", name)), model, train))
+    protocol = evaluations_of(path, data.get("protocol"), chat, False)
+    return Curves(
+        path,
+        tuple(out),
+        protocol,
+        str(data.get("backend", "calbench-hf")),
+        dict(data.get("model_args") or {}),
+        bool(chat),
+        Path(data.get("results_dir") or RESULTS / "curves"),
+    )
+
+
+def checkpoints(train_folder: Path) -> list[tuple[int, Path]]:
+    """A run folder's complete checkpoints (calbench marks them), by step."""
+    found = []
+    for p in Path(train_folder).glob("checkpoint-*"):
+        if (p / "calbench_checkpoint.json").is_file() and (p / "adapter_model.safetensors").is_file():
+            found.append((int(p.name.removeprefix("checkpoint-")), p))
+    return sorted(found)
+
+
+def _point(curves: Curves, run: CurveRun, step: int, adapter: Path | None) -> Recipe:
+    name = f"step-{step:04d}"
+    return Recipe(
+        curves.path,
+        name,
+        "fine-tuned adapter" if adapter else "base",
+        curves.backend,
+        run.model,
+        curves.model_args,
+        curves.chat_template,
+        None if adapter is None else adapter.as_posix(),
+        None,
+        curves.protocol,
+        curves.folder(run.name),
+        command=f"calbench leaderboard run {curves.path.as_posix()}   # {run.name}, step {step}",
+    )
+
+
+def run_curves(curves: Curves, workdir: Path = WORKDIR, only_runs: Sequence[str] | None = None) -> list[Path]:
+    """Train each run to its end (resuming), then score every checkpoint not yet scored."""
+    written = []
+    for run in curves.runs:
+        if only_runs and run.name not in only_runs:
+            continue
+        train_folder = workdir / run.name / "train"
+        if not (train_folder / "adapter" / "calbench_train.json").is_file():
+            args = [*train_arguments(run.model, run.train), "--output", str(train_folder), "--keep-checkpoints", "0"]
+            if (train_folder / "calbench_run.json").is_file():
+                args.append("--resume")
+            _say(f"{run.name}: training: calbench train {' '.join(args)}")
+            if _calbench(["train", *args]).returncode != 0:
+                raise RefusedRunError(
+                    f"{run.name}: training failed (its run folder {train_folder} is kept: rerun to resume)"
+                )
+        summary = json.loads((train_folder / "adapter" / "calbench_train.json").read_text())
+        per_step = summary["wall_seconds"] / max(summary["steps"], 1)
+        points = [(0, None), *checkpoints(train_folder)]
+        for step, adapter in points:
+            recipe = _point(curves, run, step, adapter)
+            if step == 0:
+                _share_base(curves, run)
+            path = run_row(recipe, workdir / run.name / "points")
+            record = records.load_record(path)
+            marker = json.loads((adapter / "calbench_checkpoint.json").read_text()) if adapter else {}
+            record["curve"] = {
+                "run": run.name,
+                "label": run.label,
+                "step": step,
+                "examples": min(step * int(run.train["effective_batch"]), int(summary["examples"])),
+                "train": dict(run.train),
+                "wall_seconds": marker.get("wall_seconds", 0.0),
+                "tokens_rank0": marker.get("tokens_seen_rank0", 0),
+                "seconds_per_step": round(per_step, 2),
+                "tokens_per_step": round(summary["tokens_seen_rank0"] / max(summary["steps"], 1), 1),
+            }
+            written.append(records.save_record(record, curves.folder(run.name)))
+    return written
+
+
+def _share_base(curves: Curves, run: CurveRun) -> None:
+    """Step 0 is the base model under the protocol: scored once, its record copied to the other
+    runs of the same model (``run_row`` then finds it finished)."""
+    mine = curves.folder(run.name) / "step-0000.json"
+    if mine.is_file():
+        return
+    for other in curves.runs:
+        theirs = curves.folder(other.name) / "step-0000.json"
+        if other.model == run.model and theirs.is_file():
+            record = records.load_record(theirs)
+            record.pop("curve", None)
+            records.save_record(record, curves.folder(run.name))
+            return
+
+
+# ---------------------------------------------------------------- rendering, from records alone
+
+
+def point_numbers(record: Mapping[str, Any]) -> dict[str, Estimate]:
+    """A curve point's numbers: the quick selection's quality and the retention metrics."""
+    out: dict[str, Estimate] = {}
+    quick = record["tasks"].get(QUICK)
+    if quick is not None and "samples" in quick:
+        out.update(sample_quality(prompt_rows(quick["samples"])))
+    for task, metric in RETENTION.items():
+        pair = record["tasks"].get(task, {}).get("overall", {}).get(metric)
+        if pair:
+            out[f"{task.removeprefix('calbench_')} {metric}"] = Estimate(
+                math.nan if pair[0] is None else pair[0], math.nan if pair[1] is None else pair[1]
+            )
+    return out
+
+
+def load_points(curves: Curves) -> dict[str, list[dict[str, Any]]]:
+    """run -> its points' records, by step (runs without records left out)."""
+    out = {}
+    for run in curves.runs:
+        folder = curves.folder(run.name)
+        if folder.is_dir():
+            points = sorted(records.load_records(folder), key=lambda r: r.get("curve", {}).get("step", 0))
+            if points and all("curve" in p for p in points):
+                out[run.name] = points
+    return out
+
+
+def table(curves: Curves, points: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
+    parts = []
+    for run in curves.runs:
+        if run.name not in points:
+            continue
+        rows, headers = [], ["step", "examples"]
+        for record in points[run.name]:
+            numbers = point_numbers(record)
+            if len(headers) == 2:
+                headers += list(numbers)
+            rows.append(
+                [
+                    str(record["curve"]["step"]),
+                    str(record["curve"]["examples"]),
+                    *(fmt(numbers[h]) for h in headers[2:]),
+                ]
+            )
+        last = points[run.name][-1]["curve"]
+        cost = f"{last['seconds_per_step']:g} s and {last['tokens_per_step']:g} tokens per optimizer step"
+        train = ", ".join(f"{k}={v}" for k, v in run.train.items())
+        parts.append(
+            f"### {run.label} (`{run.name}`: {train}; {cost})\n\n"
+            + tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
+        )
+    return "\n\n".join(parts)
+
+
+def draw(curves: Curves, points: Mapping[str, Sequence[Mapping[str, Any]]], path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    from calbench.leaderboard.plots import save
+
+    metrics = [
+        ("calibration_score", "calibration score (quick, 42 prompts)"),
+        ("arithmetic exact_flexible", "arithmetic exact_flexible"),
+    ]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(11, 4), squeeze=False)
+    for ax, (key, label) in zip(axes[0], metrics, strict=True):
+        for run in curves.runs:
+            if run.name not in points:
+                continue
+            xs, ys, es = [], [], []
+            for record in points[run.name]:
+                value = point_numbers(record).get(key)
+                if value is not None and math.isfinite(value.value):
+                    xs.append(record["curve"]["examples"])
+                    ys.append(value.value)
+                    es.append(Z95 * value.se if math.isfinite(value.se) else 0.0)
+            ax.errorbar(xs, ys, yerr=es, marker="o", ms=3, capsize=2, label=run.label)
+        ax.set_xlabel("training examples seen")
+        ax.set_title(label, fontsize=10)
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle("Learning curves: 95% intervals", fontsize=10)
+    fig.tight_layout()
+    save(fig, path)
+    plt.close(fig)
+
+
+def write(curves: Curves, output: Path, draw_plot: bool = True) -> list[Path]:
+    points = load_points(curves)
+    if not points:
+        return []
+    protocol = "; ".join(
+        f"{e.name}: {', '.join(e.tasks)}"
+        + (f" at {e.samples_per_prompt} samples per prompt" if e.samples_per_prompt else "")
+        for e in curves.protocol
+    )
+    text = (
+        "# Learning curves\n\n"
+        f"Rendered by `calbench leaderboard render` from the records in `{curves.results_dir.as_posix()}/`"
+        f" (`calbench leaderboard run {curves.path.as_posix()}`). Every checkpoint, and the base model at step 0,"
+        f" scored by one protocol: {protocol}. The score, pit_w1, valid rate and KS@100 are the quick selection's"
+        " (42 prompts, `calbench.metrics.prompt_records.sample_quality`; 100 samples per prompt make KS@100 fail any"
+        " prompt with fewer than 100 valid answers). Value ± 95% interval half-width.\n\n"
+        f"![learning curves]({PLOT})\n\n{table(curves, points)}\n"
+    )
+    atomic_write(output / TABLE, text)
+    written = [output / TABLE]
+    if draw_plot:
+        draw(curves, points, output / PLOT)
+        written.append(output / PLOT)
+    return written
+
+
+def with_results_dir(curves: Curves, results_dir: Path) -> Curves:
+    return replace(curves, results_dir=results_dir)
+
+
+__all__ = ["Curves", "RecipeError", "load", "run_curves", "write"]

@@ -1,0 +1,85 @@
+"""Learning curves: a curve recipe trains its runs, scores every checkpoint by one protocol and
+renders the curves from the records alone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from calbench import cli
+from calbench.leaderboard import curves, records
+from calbench.leaderboard.recipes import RecipeError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _recipe(folder: Path, model: str, text: str = "") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "defaults.yaml").write_text("backend: calbench-hf\nchat_template: true\ntrain: {use_cpu: true}\n")
+    path = folder / "curves.yaml"
+    path.write_text(
+        text
+        or (
+            f"kind: curve\nmodel: {model}\n"
+            "protocol:\n  quick: {tasks: [calbench_numeric_quick], samples_per_prompt: 2}\n"
+            "runs:\n  tiny-hard:\n    label: hard\n"
+            "    train: {method: hard, max_steps: 2, batch_size: 2, effective_batch: 2, prompts: 30, max_bins: 64,"
+            " save_steps: 1}\n"
+        )
+    )
+    return path
+
+
+def test_the_published_curve_recipe_reads():
+    spec = curves.load(ROOT / "leaderboards" / "rows" / "curves.yaml")
+    assert [r.label for r in spec.runs][:2] == ["soft", "hard (same examples and steps)"]
+    assert all(r.train["effective_batch"] == 32 and r.train["save_steps"] == 10 for r in spec.runs)
+    assert [(e.name, e.samples_per_prompt) for e in spec.protocol] == [("quick", 100), ("arithmetic", None)]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("kind: row\n", "kind: must be curve"),
+        ("kind: curve\nmodel: m\nprotocol: {q: {tasks: [t]}}\n", "runs: name at least one"),
+        ("kind: curve\nmodel: m\nprotocol: {q: {tasks: [t]}}\nruns: {r: {train: {method: soft}}}\n", "effective_batch"),
+        ("kind: curve\nprotocol: {q: {tasks: [t]}}\nruns: {r: {train: {effective_batch: 2}}}\n", "runs.r.model"),
+    ],
+)
+def test_bad_curve_recipes_are_refused(tmp_path, text, message):
+    with pytest.raises(RecipeError, match=message):
+        curves.load(_recipe(tmp_path, "m", text))
+
+
+@pytest.mark.integration
+def test_every_checkpoint_is_scored_and_the_curve_rendered(tiny_split, tmp_path, capsys):
+    path = _recipe(tmp_path / "rows", str(tiny_split))
+    store, work = tmp_path / "store", tmp_path / "work"
+    argv = ["leaderboard", "run", str(path), "--results-dir", str(store), "--workdir", str(work), "--no-render"]
+    first = cli.main(argv)
+    err = capsys.readouterr().err
+    assert first == 0, err[-3000:]
+    assert "tiny-hard: training: calbench train" in err and "step-0002: quick: calbench eval" in err
+    folder = store / "curves" / "tiny-hard"
+    points = sorted(records.load_records(folder), key=lambda r: r["curve"]["step"])
+    assert [p["curve"]["step"] for p in points] == [0, 1, 2]  # the base model, then each checkpoint
+    assert [p["curve"]["examples"] for p in points] == [0, 2, 4]
+    assert points[0]["model"]["adapter"] is None and points[2]["model"]["adapter"].endswith("checkpoint-2")
+    assert points[1]["model"]["adapter_sha256"] != points[2]["model"]["adapter_sha256"]
+    assert points[2]["curve"]["seconds_per_step"] > 0 and points[2]["curve"]["tokens_per_step"] > 0
+    # A rerun trains and scores nothing more.
+    assert cli.main(argv) == 0
+    err = capsys.readouterr().err
+    assert "training" not in err and "calbench eval" not in err
+    # The curve, from the records alone.
+    spec = curves.with_results_dir(curves.load(path), store / "curves")
+    written = curves.write(spec, tmp_path / "out", draw_plot=True)
+    text = (tmp_path / "out" / curves.TABLE).read_text()
+    assert "### hard (`tiny-hard`" in text and "| step   | examples   | valid_rate" in text
+    assert text.count("\n| 0 ") + text.count("\n| 1 ") + text.count("\n| 2 ") == 3
+    assert (tmp_path / "out" / curves.PLOT).read_bytes()[:4] == b"\x89PNG" and len(written) == 2
+    numbers = curves.point_numbers(points[2])
+    assert set(numbers) == {"valid_rate", "calibration_score", "pit_w1", "ks_at_n"}
+    assert json.loads((folder / "step-0002.json").read_text())["curve"]["run"] == "tiny-hard"
