@@ -165,7 +165,8 @@ def readme_block(stored: Sequence[Mapping[str, Any]]) -> str:
 
 
 def write(stored: Sequence[Mapping[str, Any]], out: Path, readme: Path | None, draw: bool = True) -> list[Path]:
-    """Write the table (and the protocol-gap plot) under ``out``; splice the table into ``readme``."""
+    """Write the table (and the protocol-gap plot) under ``out``; splice the table into ``readme``
+    if it has the protocol markers."""
     runs = load_runs(stored)  # re-scoring every run's samples: once
     files, block = _page(runs, stored)
     written = []
@@ -175,7 +176,8 @@ def write(stored: Sequence[Mapping[str, Any]], out: Path, readme: Path | None, d
     if draw:
         draw_gap(runs, out / PLOT)
         written.append(out / PLOT)
-    if readme is not None:
-        readme.write_text(splice_readme(readme.read_text(), block, README_START, README_END))
+    text = readme.read_text() if readme is not None and readme.is_file() else ""
+    if readme is not None and README_START in text and README_END in text:  # a README that shows the table
+        readme.write_text(splice_readme(text, block, README_START, README_END))
         written.append(readme)
     return written

@@ -39,7 +39,7 @@ def render_all(
         raise RefusedRunError(f"no run records under {results_dir} or {protocol_dir}")
     written = render.write_all(records, output, readme, draw=draw) if records else []
     if protocol_runs:
-        written += protocol_table.write(protocol_runs, output, None, draw=draw)  # leaderboards/protocols.md
+        written += protocol_table.write(protocol_runs, output, readme, draw=draw)
     stored = {p.stem for p in results_dir.glob("*.json")}
     for path in recipes.of_kind(rows, "tradeoff") if rows is not None and rows.is_dir() else []:
         spec = recipes.load_tradeoff(path)
