@@ -269,7 +269,7 @@ def test_plots_are_written_and_open(records, tmp_path):
 
 
 @pytest.mark.slow  # re-scores every committed row from its stored samples (about two minutes)
-def test_committed_leaderboard_is_reproduced_byte_for_byte(tmp_path):
+def test_committed_leaderboard_is_reproduced_byte_for_byte(tmp_path, monkeypatch):
     """``calbench leaderboard render`` into a copy of the repository's rendered files rewrites
     each of them as it is committed: tables, the board, protocols and trade-off, adapter cards,
     the README's headline and the metric list of tasks/README.md."""
@@ -284,8 +284,10 @@ def test_committed_leaderboard_is_reproduced_byte_for_byte(tmp_path):
             shutil.copytree(src, dst, ignore=shutil.ignore_patterns("*.safetensors", "*.png", "results"))
         else:
             shutil.copy(src, dst)
+    monkeypatch.chdir(ROOT)  # the pages name the recipes by their paths from the repository's root
+    board = Path("leaderboards")
     written = publish.render_all(
-        BOARD / "results", tmp_path / "leaderboards", tmp_path / "README.md", BOARD / "rows", draw=False, root=tmp_path
+        board / "results", tmp_path / "leaderboards", tmp_path / "README.md", board / "rows", draw=False, root=tmp_path
     )
     names = {p.relative_to(tmp_path).as_posix() for p in written}
     expected = {"README.md", "tasks/README.md", "leaderboards/README.md", "leaderboards/protocols.md"}

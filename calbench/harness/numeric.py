@@ -68,10 +68,11 @@ class SamplingTask(CalbenchTask):
 
     OVERALL: tuple[str, ...] = (
         *prompt_records.FAMILY_METRICS,
+        *prompt_records.MOMENT_METRICS,
         *prompt_records.OVERALL_ONLY,
         *(f"{m}_median" for m in prompt_records.MEDIAN_METRICS),
     )
-    PER_FAMILY: tuple[str, ...] = prompt_records.FAMILY_METRICS
+    PER_FAMILY: tuple[str, ...] = (*prompt_records.FAMILY_METRICS, *prompt_records.MOMENT_METRICS)
 
     @staticmethod
     def summarize(records: list[dict[str, Any]]) -> prompt_records.Summary:

@@ -69,6 +69,7 @@ class Curves:
     model_args: Mapping[str, Any]
     chat_template: bool
     results_dir: Path
+    declared: Path = RESULTS / "curves"  # the recipe's own store, as the page names it
 
     def folder(self, run: str) -> Path:
         return self.results_dir / run
@@ -101,6 +102,7 @@ def load(path: Path) -> Curves:
         str(data.get("backend", "calbench-hf")),
         dict(data.get("model_args") or {}),
         bool(chat),
+        Path(data.get("results_dir") or RESULTS / "curves"),
         Path(data.get("results_dir") or RESULTS / "curves"),
     )
 
@@ -288,7 +290,7 @@ def write(curves: Curves, output: Path, draw_plot: bool = True) -> list[Path]:
     )
     text = (
         "# Learning curves\n\n"
-        f"Rendered by `calbench leaderboard render` from the records in `{curves.results_dir.as_posix()}/`"
+        f"Rendered by `calbench leaderboard render` from the records in `{curves.declared.as_posix()}/`"
         f" (`calbench leaderboard run {curves.path.as_posix()}`). Every checkpoint, and the base model at step 0,"
         f" scored by one protocol: {protocol}. The score, pit_w1, valid rate and KS@100 are the quick selection's"
         " (42 prompts, `calbench.metrics.prompt_records.sample_quality`; 100 samples per prompt make KS@100 fail any"

@@ -19,7 +19,11 @@ Metrics (per prompt; ↓ lower is better, ↑ higher is better):
   scale for every family, in [0, 1/2] (``calbench.metrics.pit``); ``excess_pit_w1`` ↓ the same minus
   what exact draws score at that n; ``pit_ks`` ↓ the KS statistic of the PIT values;
 * ``ks_at_n`` ↑ share of prompts whose first 100 valid samples pass the KS test at p > 1e-4
-  (integer laws: calibrated by simulation); fewer than 100 valid samples is a fail.
+  (integer laws: calibrated by simulation); fewer than 100 valid samples is a fail;
+* ``mean_error`` ↓, ``variance_error`` ↓, ``ad_stat`` ↓ the paper's remaining sampling metrics:
+  the mean's error in law standard deviations, the variance's relative error, the
+  Anderson-Darling statistic (``calbench.metrics.moments``); a family without them (Cauchy) is
+  left out of their overall means.
 
 The valid answers themselves are kept too, per prompt and in order (``prompt_values``: what
 a run record stores, 6 significant digits), and re-scored from there: ``prompt_rows`` turns
@@ -38,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from calbench.families import FAMILIES, Target, make_target, target_from_key
-from calbench.metrics import calibration, pit, protocol_diagnostics, sampling
+from calbench.metrics import calibration, moments, pit, protocol_diagnostics, sampling
 from calbench.parse import classify
 from calbench.stats import (
     UNDEFINED,
@@ -56,6 +60,7 @@ GOF_ALPHA = 0.05
 # Metrics reported per family and overall (equal weight over families), in display order.
 FAMILY_METRICS = ("w1", "w1_iqr", "excess_w1", "excess_w1_iqr", "valid_rate", "pit_w1", "excess_pit_w1", "pit_ks")
 OVERALL_ONLY = ("support_violation_rate", "gof_pass_rate", "ks_at_n")
+MOMENT_METRICS = ("mean_error", "variance_error", "ad_stat")  # undefined for laws without the moments: omitted
 MEDIAN_METRICS = ("w1_iqr", "excess_w1_iqr", "pit_w1", "excess_pit_w1")  # also the median over families
 
 
@@ -83,6 +88,13 @@ class PromptScore:
     pit_floor_se: float = math.nan
     pit_ks: float = math.nan
     ks_at_n: bool = False  # the first KS_N valid samples pass the KS test at p > KS_THRESHOLD
+    # the paper's moment errors and Anderson-Darling (calbench.metrics.moments), with their SEs
+    mean_error: float = math.nan
+    mean_error_se: float = math.nan
+    variance_error: float = math.nan
+    variance_error_se: float = math.nan
+    ad_stat: float = math.nan
+    ad_stat_se: float = math.nan
 
     @property
     def target(self) -> Target:
@@ -112,6 +124,7 @@ class PromptScore:
             "excess_pit_w1": Estimate(self.pit_w1 - self.pit_floor, math.hypot(self.pit_w1_se, self.pit_floor_se)),
             # The KS statistic's sampling noise is not estimated; KS@N carries the test's verdict.
             "pit_ks": Estimate(self.pit_ks, 0.0),
+            **{m: Estimate(getattr(self, m), getattr(self, f"{m}_se")) for m in MOMENT_METRICS},
         }
         return table[metric]
 
@@ -135,6 +148,11 @@ def score_prompt(target: Target, responses: Sequence[str], seed: int | None = No
     test, stat, pvalue = sampling.goodness_of_fit(values, target) if n_valid else ("none", math.nan, math.nan)
     pit_w1_value, pit_ks_value = pit.pit_w1_ks(*pit.pit_intervals(values, target))
     pit_floor = pit.pit_floor(target, n_valid)
+    mean_err, var_err, ad = (
+        moments.mean_error(values, target),
+        moments.variance_error(values, target),
+        moments.anderson_darling(values, target),
+    )
     return PromptScore(
         family=target.family.name,
         params=target.params,
@@ -155,6 +173,12 @@ def score_prompt(target: Target, responses: Sequence[str], seed: int | None = No
         pit_floor_se=pit_floor.se,
         pit_ks=pit_ks_value,
         ks_at_n=pit.ks_at_n(values, target),
+        mean_error=mean_err.value,
+        mean_error_se=mean_err.se,
+        variance_error=var_err.value,
+        variance_error_se=var_err.se,
+        ad_stat=ad.value,
+        ad_stat_se=ad.se,
     )
 
 
@@ -172,6 +196,11 @@ def summarize(records: Iterable[PromptScore]) -> Summary:
     per_prompt = (*FAMILY_METRICS, "support_violation_rate")
     # A prompt without a valid answer has no W1, and its family none either ("propagate").
     families, overall = family_means(grouped, per_prompt, PromptScore.value)
+    # A law without a mean or variance (Cauchy) has no moment error: left out, not a failure.
+    moment_families, moment_overall = family_means(grouped, MOMENT_METRICS, PromptScore.value, nan="omit")
+    for f in ordered:
+        families[f].update(moment_families[f])
+    overall.update(moment_overall)
     for f in ordered:
         families[f]["gof_pass_rate"] = _pass_rate(grouped[f])
         # KS@N: every prompt counts; one with fewer than N valid samples fails.
