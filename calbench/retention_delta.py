@@ -59,7 +59,8 @@ def item_scores(samples: Sequence[Mapping[str, Any]], metrics: Sequence[str]) ->
     out = []
     for sample in samples:
         scores = {m: v for m in metrics if (v := lm_eval_io.item_value(sample, m)) is not None}
-        doc = sample.get("doc") if isinstance(sample.get("doc"), Mapping) else {}
+        raw = sample.get("doc")
+        doc: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
         out.append(
             {
                 "doc_id": sample.get("doc_id"),

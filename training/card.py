@@ -27,7 +27,8 @@ def render(config: TrainConfig, summary: dict[str, Any], evaluation: str | None 
         else "hard targets: cross-entropy on sampled answers and their terminator"
     )
     entry = model_catalogue.CATALOGUE.get(config.model)
-    source = summary.get("base_model") if isinstance(summary.get("base_model"), dict) else {}
+    raw = summary.get("base_model")
+    source: dict[str, Any] = raw if isinstance(raw, dict) else {}  # a string in cards of older runs
     front = ["library_name: peft"]
     if entry is not None:  # a catalogue model: name the hub model, say exactly which weights were trained
         hub, base = entry.hub_id, f"$(calbench models path {config.model})"

@@ -49,9 +49,9 @@ def render_all(
         command = f"calbench leaderboard render   # {path.as_posix()}"
         written += tradeoff.write(base, adapters, output, command, draw_plot=draw)
     for path in recipes.of_kind(rows, "curve") if rows is not None and rows.is_dir() else []:
-        spec = curves.load(path)
+        curve = curves.load(path)
         written += curves.write(
-            curves.with_results_dir(spec, results_dir / spec.results_dir.name), output, draw_plot=draw
+            curves.with_results_dir(curve, results_dir / curve.results_dir.name), output, draw_plot=draw
         )
     if rows is not None and rows.is_dir():
         written += cards(rows, results_dir, root)

@@ -222,8 +222,11 @@ def load_row(path: Path, defaults: Mapping[str, Any] | None = None) -> Recipe:
     need(entry_type in ENTRY_TYPES, path, "type", f"{entry_type!r} is not one of {', '.join(ENTRY_TYPES)}")
     backend = data.get("backend")
     need(isinstance(backend, str) and bool(backend), path, "backend", "name the lm-eval model (e.g. calbench-hf)")
-    model = data.get("model")
-    need(model is None or isinstance(model, str), path, "model", "must be a catalogue name, a hub id or a folder")
+    raw_model = data.get("model")
+    need(
+        raw_model is None or isinstance(raw_model, str), path, "model", "must be a catalogue name, a hub id or a folder"
+    )
+    model = str(raw_model) if raw_model is not None else None
     model_args = data.get("model_args") or {}
     need(isinstance(model_args, Mapping), path, "model_args", "must be a mapping")
     need(
@@ -248,6 +251,7 @@ def load_row(path: Path, defaults: Mapping[str, Any] | None = None) -> Recipe:
             bad = set(train) & set(TRAIN_NOT_IDENTITY)
             need(not bad, path, "adapter.train", f"{sorted(bad)} are the run's, not the recipe's")
             need("model" not in train, path, "adapter.train.model", "the base model is the row's model:")
+    backend = str(backend)
     if backend.startswith("calbench-") and backend != "calbench-hf":
         need(model is None, path, "model", f"the reference {backend} takes no model")
     else:
@@ -283,7 +287,7 @@ def load_protocols(path: Path) -> list[Recipe]:
     path = Path(path)
     data = read_yaml(path)
     need(data.get("kind") == "protocols", path, "kind", "must be protocols")
-    systems, names = data.get("systems"), data.get("protocols")
+    systems, names = data.get("systems") or [], data.get("protocols") or []
     need(isinstance(systems, list) and bool(systems), path, "systems", "list the rows to run")
     need(isinstance(names, list) and bool(names), path, "protocols", "list the protocols")
     n = data.get("samples_per_prompt")
@@ -328,7 +332,7 @@ def load_tradeoff(path: Path) -> TradeoffRecipe:
     base, adapters = data.get("base"), data.get("adapters")
     need(isinstance(base, str), path, "base", "name the base model's row")
     need(isinstance(adapters, list) and bool(adapters), path, "adapters", "list the adapters' rows")
-    return TradeoffRecipe(path, base, tuple(map(str, adapters)))
+    return TradeoffRecipe(path, str(base), tuple(map(str, adapters or [])))
 
 
 def rows_in(folder: Path) -> list[Path]:

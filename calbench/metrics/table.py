@@ -64,7 +64,12 @@ METRICS: dict[str, Metric] = {
         _m("excess_pit_w1", "lower", *ANY, "pit_w1 minus what exact draws score at the same sample size"),
         _m("pit_ks", "lower", *SHARE, "Kolmogorov-Smirnov statistic of the answers' PIT values"),
         _m("ks_at_n", "higher", *SHARE, "KS@100: share of prompts whose first 100 valid answers pass KS at p > 1e-4"),
-        _m("mean_error", "lower", *DISTANCE, "absolute error of the sample mean, in law standard deviations (no moments: left out)"),
+        _m(
+            "mean_error",
+            "lower",
+            *DISTANCE,
+            "absolute error of the sample mean, in law standard deviations (no moments: left out)",
+        ),
         _m("variance_error", "lower", *DISTANCE, "relative error of the sample variance against the law's"),
         _m("ad_stat", "lower", *DISTANCE, "Anderson-Darling statistic against the law's CDF (exact sampling: about 1)"),
         # the leaderboard (calbench.metrics.calibration, calbench.drift)
