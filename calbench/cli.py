@@ -224,7 +224,7 @@ def cmd_leaderboard_run(args: argparse.Namespace) -> int:
             spec = curves.load(path)
             if args.results_dir is not None:
                 spec = curves.with_results_dir(spec, args.results_dir / "curves")
-            for written in curves.run_curves(spec, args.workdir, only):  # --only: the runs
+            for written in curves.run_curves(spec, args.workdir, only, train=not args.no_train):  # --only: runs
                 print(f"written: {written}")
     for path in run.run_rows(chosen, args.workdir, args.results_dir, only, args.rerun):
         print(f"written: {path}")
@@ -361,6 +361,11 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("--rerun", action="store_true", help="run the chosen evaluations even if finished")
     p_run.add_argument("--workdir", type=Path, default=Path("calbench_results") / "rows", help="lm-eval's raw output")
     p_run.add_argument("--no-render", action="store_true", help="store the record, render nothing")
+    p_run.add_argument(
+        "--no-train",
+        action="store_true",
+        help="curves: train nothing, score the checkpoints already there (a run still training elsewhere)",
+    )
     render_options(p_run, None, "store the records here instead of the recipe's own store (then nothing is rendered)")
     p_run.set_defaults(func=cmd_leaderboard)
 

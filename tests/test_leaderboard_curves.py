@@ -58,6 +58,9 @@ def test_every_checkpoint_is_scored_and_the_curve_rendered(tiny_split, tmp_path,
     path = _recipe(tmp_path / "rows", str(tiny_split))
     store, work = tmp_path / "store", tmp_path / "work"
     argv = ["leaderboard", "run", str(path), "--results-dir", str(store), "--workdir", str(work), "--no-render"]
+    assert cli.main([*argv, "--no-train"]) == 0  # nothing trained yet: nothing to score
+    assert "tiny-hard: no complete checkpoint" in capsys.readouterr().err
+    assert not (store / "curves" / "tiny-hard").exists()
     first = cli.main(argv)
     err = capsys.readouterr().err
     assert first == 0, err[-3000:]
@@ -73,6 +76,16 @@ def test_every_checkpoint_is_scored_and_the_curve_rendered(tiny_split, tmp_path,
     assert cli.main(argv) == 0
     err = capsys.readouterr().err
     assert "training" not in err and "calbench eval" not in err
+    # Scored while a run still trains (no summary yet): each point's costs come from its checkpoint.
+    summary = work / "tiny-hard" / "train" / "adapter" / "calbench_train.json"
+    kept = summary.read_text()
+    summary.unlink()
+    assert cli.main([*argv, "--no-train"]) == 0
+    assert "calbench eval" not in capsys.readouterr().err
+    marker = json.loads((work / "tiny-hard" / "train" / "checkpoint-1" / "calbench_checkpoint.json").read_text())
+    point = records.load_record(folder / "step-0001.json")["curve"]
+    assert point["seconds_per_step"] == round(marker["wall_seconds"], 2) and point["examples"] == 2
+    summary.write_text(kept)
     # The curve, from the records alone.
     spec = curves.with_results_dir(curves.load(path), store / "curves")
     written = curves.write(spec, tmp_path / "out", draw_plot=True)

@@ -84,7 +84,7 @@ def load(path: Path) -> Curves:
     train_defaults = base.pop("train", {}) or {}
     data = merge({k: v for k, v in base.items() if k != "evaluations"}, {k: v for k, v in own.items() if k != "kind"})
     chat = data.get("chat_template", False)
-    runs = data.get("runs")
+    runs = data.get("runs") or {}
     need(isinstance(runs, Mapping) and bool(runs), path, "runs", "name at least one training run")
     out = []
     for name, spec in runs.items():
@@ -134,14 +134,24 @@ def _point(curves: Curves, run: CurveRun, step: int, adapter: Path | None) -> Re
     )
 
 
-def run_curves(curves: Curves, workdir: Path = WORKDIR, only_runs: Sequence[str] | None = None) -> list[Path]:
-    """Train each run to its end (resuming), then score every checkpoint not yet scored."""
+def run_curves(
+    curves: Curves, workdir: Path = WORKDIR, only_runs: Sequence[str] | None = None, train: bool = True
+) -> list[Path]:
+    """Train each run to its end (resuming), then score every checkpoint not yet scored.
+
+    ``train=False`` trains nothing: it scores the complete checkpoints already in each run
+    folder (a run still training in another process, or one to be finished later); a point's
+    costs then come from its checkpoint, and the run's own averages replace them once it is done."""
     written = []
     for run in curves.runs:
         if only_runs and run.name not in only_runs:
             continue
         train_folder = workdir / run.name / "train"
-        if not (train_folder / "adapter" / "calbench_train.json").is_file():
+        done = (train_folder / "adapter" / "calbench_train.json").is_file()
+        if not train and not done and not checkpoints(train_folder):
+            _say(f"{run.name}: no complete checkpoint in {train_folder} yet: nothing scored")
+            continue
+        if train and not done:
             args = [*train_arguments(run.model, run.train), "--output", str(train_folder), "--keep-checkpoints", "0"]
             if (train_folder / "calbench_run.json").is_file():
                 args.append("--resume")
@@ -150,8 +160,8 @@ def run_curves(curves: Curves, workdir: Path = WORKDIR, only_runs: Sequence[str]
                 raise RefusedRunError(
                     f"{run.name}: training failed (its run folder {train_folder} is kept: rerun to resume)"
                 )
-        summary = json.loads((train_folder / "adapter" / "calbench_train.json").read_text())
-        per_step = summary["wall_seconds"] / max(summary["steps"], 1)
+        summary_file = train_folder / "adapter" / "calbench_train.json"
+        summary = json.loads(summary_file.read_text()) if summary_file.is_file() else None
         points = [(0, None), *checkpoints(train_folder)]
         for step, adapter in points:
             recipe = _point(curves, run, step, adapter)
@@ -160,16 +170,18 @@ def run_curves(curves: Curves, workdir: Path = WORKDIR, only_runs: Sequence[str]
             path = run_row(recipe, workdir / run.name / "points")
             record = records.load_record(path)
             marker = json.loads((adapter / "calbench_checkpoint.json").read_text()) if adapter else {}
+            cost = summary or {"steps": step, **marker}  # the run's averages, or so far
+            examples = step * int(run.train["effective_batch"])
             record["curve"] = {
                 "run": run.name,
                 "label": run.label,
                 "step": step,
-                "examples": min(step * int(run.train["effective_batch"]), int(summary["examples"])),
+                "examples": examples if summary is None else min(examples, int(summary["examples"])),
                 "train": dict(run.train),
                 "wall_seconds": marker.get("wall_seconds", 0.0),
                 "tokens_rank0": marker.get("tokens_seen_rank0", 0),
-                "seconds_per_step": round(per_step, 2),
-                "tokens_per_step": round(summary["tokens_seen_rank0"] / max(summary["steps"], 1), 1),
+                "seconds_per_step": round(cost.get("wall_seconds", 0.0) / max(cost["steps"], 1), 2),
+                "tokens_per_step": round(cost.get("tokens_seen_rank0", 0) / max(cost["steps"], 1), 1),
             }
             written.append(records.save_record(record, curves.folder(run.name)))
     return written
