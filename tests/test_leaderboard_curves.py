@@ -39,9 +39,21 @@ def test_the_published_curve_recipe_reads():
     assert [(e.name, e.samples_per_prompt) for e in spec.protocol] == [("quick", 100), ("arithmetic", None)]
 
 
+def test_every_nth_checkpoint_and_the_last_are_scored():
+    found = [(s, Path(f"checkpoint-{s}")) for s in (10, 20, 30, 40, 47)]
+    assert [s for s, _ in curves.scored(found, 2, done=True)] == [20, 40, 47]
+    assert [s for s, _ in curves.scored(found, 2, done=False)] == [20, 40]  # 47 is not the last yet
+    assert [s for s, _ in curves.scored(found, 1, done=False)] == [10, 20, 30, 40, 47]
+    assert curves.load(ROOT / "leaderboards" / "rows" / "curves.yaml").score_every == 2
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
+        (
+            "kind: curve\nmodel: m\nscore_every: 0\nprotocol: {q: {tasks: [t]}}\nruns: {r: {train: {effective_batch: 2}}}\n",
+            "score_every",
+        ),
         ("kind: row\n", "kind: must be curve"),
         ("kind: curve\nmodel: m\nprotocol: {q: {tasks: [t]}}\n", "runs: name at least one"),
         ("kind: curve\nmodel: m\nprotocol: {q: {tasks: [t]}}\nruns: {r: {train: {method: soft}}}\n", "effective_batch"),
@@ -94,5 +106,5 @@ def test_every_checkpoint_is_scored_and_the_curve_rendered(tiny_split, tmp_path,
     assert text.count("\n| 0 ") + text.count("\n| 1 ") + text.count("\n| 2 ") == 3
     assert (tmp_path / "out" / curves.PLOT).read_bytes()[:4] == b"\x89PNG" and len(written) == 2
     numbers = curves.point_numbers(points[2])
-    assert set(numbers) == {"valid_rate", "calibration_score", "pit_w1", "ks_at_n"}
+    assert set(numbers) == {"valid_rate", "calibration_score", "pit_w1", "ks_at_n", "outer", "far"}
     assert json.loads((folder / "step-0002.json").read_text())["curve"]["run"] == "tiny-hard"

@@ -4,7 +4,8 @@ A curve recipe (``kind: curve``, e.g. ``leaderboards/rows/curves.yaml``) names t
 (each with its ``calbench train`` options, over ``defaults.yaml``'s ``train:``) and one
 protocol (evaluations, as a row's). ``calbench leaderboard run`` trains each run in
 ``<workdir>/<run>/train`` (``--keep-checkpoints 0``: every checkpoint kept; an interrupted
-run resumes), then scores the base model (step 0) and every checkpoint with the protocol:
+run resumes), then scores the base model (step 0) and every checkpoint with the protocol
+(or, with ``score_every: N``, every N-th checkpoint and the last one):
 each point is a row of its own (``calbench.leaderboard.run``, finished points skipped),
 stored in ``<results>/curves/<run>/step-<N>.json`` with its step, examples seen, wall time
 and tokens. ``calbench leaderboard render`` draws the curves from those records alone
@@ -39,6 +40,7 @@ from calbench.leaderboard.recipes import (
     train_arguments,
 )
 from calbench.leaderboard.run import WORKDIR, _calbench, _say, run_row
+from calbench.metrics.outer import outer_summary
 from calbench.metrics.prompt_records import prompt_rows, sample_quality
 from calbench.provenance import atomic_write
 from calbench.stats import Z95, Estimate, fmt
@@ -70,6 +72,7 @@ class Curves:
     chat_template: bool
     results_dir: Path
     declared: Path = RESULTS / "curves"  # the recipe's own store, as the page names it
+    score_every: int = 1  # score every this many checkpoints (and the last one)
 
     def folder(self, run: str) -> Path:
         return self.results_dir / run
@@ -95,6 +98,13 @@ def load(path: Path) -> Curves:
         need("effective_batch" in train, path, f"runs.{name}.train", "state effective_batch (examples per step)")
         out.append(CurveRun(str(name), str(spec.get("label", name)), model, train))
     protocol = evaluations_of(path, data.get("protocol"), chat, False)
+    every = data.get("score_every", 1)
+    need(
+        isinstance(every, int) and not isinstance(every, bool) and every >= 1,
+        path,
+        "score_every",
+        "a whole number >= 1",
+    )
     return Curves(
         path,
         tuple(out),
@@ -104,6 +114,7 @@ def load(path: Path) -> Curves:
         bool(chat),
         Path(data.get("results_dir") or RESULTS / "curves"),
         Path(data.get("results_dir") or RESULTS / "curves"),
+        every,
     )
 
 
@@ -114,6 +125,13 @@ def checkpoints(train_folder: Path) -> list[tuple[int, Path]]:
         if (p / "calbench_checkpoint.json").is_file() and (p / "adapter_model.safetensors").is_file():
             found.append((int(p.name.removeprefix("checkpoint-")), p))
     return sorted(found)
+
+
+def scored(found: Sequence[tuple[int, Path]], every: int, done: bool) -> list[tuple[int, Path]]:
+    """The checkpoints a curve scores: every ``every``-th (the 1st, 2nd, ... in step order
+    counted from 1), and the last one once the run is done."""
+    last = found[-1][0] if done and found else None
+    return [(step, p) for i, (step, p) in enumerate(found, 1) if i % every == 0 or step == last]
 
 
 def _point(curves: Curves, run: CurveRun, step: int, adapter: Path | None) -> Recipe:
@@ -162,7 +180,7 @@ def run_curves(
                 )
         summary_file = train_folder / "adapter" / "calbench_train.json"
         summary = json.loads(summary_file.read_text()) if summary_file.is_file() else None
-        points = [(0, None), *checkpoints(train_folder)]
+        points = [(0, None), *scored(checkpoints(train_folder), curves.score_every, summary is not None)]
         for step, adapter in points:
             recipe = _point(curves, run, step, adapter)
             if step == 0:
@@ -210,7 +228,10 @@ def point_numbers(record: Mapping[str, Any]) -> dict[str, Estimate]:
     out: dict[str, Estimate] = {}
     quick = record["tasks"].get(QUICK)
     if quick is not None and "samples" in quick:
-        out.update(sample_quality(prompt_rows(quick["samples"])))
+        rows = prompt_rows(quick["samples"])
+        out.update(sample_quality(rows))
+        _, tails = outer_summary(rows)  # does training shrink the PIT's tails? (calbench.metrics.outer)
+        out["outer"], out["far"] = tails["outer"], tails["far"]
     for task, metric in RETENTION.items():
         pair = record["tasks"].get(task, {}).get("overall", {}).get(metric)
         if pair:

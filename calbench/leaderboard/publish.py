@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from calbench.leaderboard import card, curves, protocol_table, recipes, render, tradeoff
+from calbench.leaderboard import card, curves, protocol_table, recipes, render, tails, tradeoff
 from calbench.leaderboard.checks import RefusedRunError
 from calbench.leaderboard.records import load_records, named_records
 from calbench.metrics import table
@@ -48,11 +48,16 @@ def render_all(
         base, *adapters = named_records(results_dir, [spec.base, *spec.adapters])
         command = f"calbench leaderboard render   # {path.as_posix()}"
         written += tradeoff.write(base, adapters, output, command, draw_plot=draw)
+    ends = []  # each learning curve's first and last points, for the tails page
     for path in recipes.of_kind(rows, "curve") if rows is not None and rows.is_dir() else []:
         curve = curves.load(path)
-        written += curves.write(
-            curves.with_results_dir(curve, results_dir / curve.results_dir.name), output, draw_plot=draw
-        )
+        curve = curves.with_results_dir(curve, results_dir / curve.results_dir.name)
+        written += curves.write(curve, output, draw_plot=draw)
+        for run, points in curves.load_points(curve).items():
+            ends += [
+                (f"{run} step {p['curve']['step']}", p) for p in {id(p): p for p in (points[0], points[-1])}.values()
+            ]
+    written += tails.write(records, output, ends)
     if rows is not None and rows.is_dir():
         written += cards(rows, results_dir, root)
     tasks_readme = readme.parent / TASKS_README if readme is not None else None
