@@ -101,10 +101,45 @@ def test_every_checkpoint_is_scored_and_the_curve_rendered(tiny_split, tmp_path,
     # The curve, from the records alone.
     spec = curves.with_results_dir(curves.load(path), store / "curves")
     written = curves.write(spec, tmp_path / "out", draw_plot=True)
-    text = (tmp_path / "out" / curves.TABLE).read_text()
+    page, plot = spec.page
+    assert (page, plot) == ("curves.md", "plots/curves.png")  # named after the recipe
+    text = (tmp_path / "out" / page).read_text()
     assert "### hard (`tiny-hard`" in text and "| step   | examples   | valid_rate" in text
     assert text.count("\n| 0 ") + text.count("\n| 1 ") + text.count("\n| 2 ") == 3
-    assert (tmp_path / "out" / curves.PLOT).read_bytes()[:4] == b"\x89PNG" and len(written) == 2
+    assert (tmp_path / "out" / plot).read_bytes()[:4] == b"\x89PNG" and len(written) == 2
     numbers = curves.point_numbers(points[2])
     assert set(numbers) == {"valid_rate", "calibration_score", "pit_w1", "ks_at_n", "outer", "far"}
     assert json.loads((folder / "step-0002.json").read_text())["curve"]["run"] == "tiny-hard"
+
+
+def _point(values: list[float]) -> dict:
+    """A curve point whose quick selection holds one gaussian(mu=0, sigma=1) prompt."""
+    stored = [{"family": "gaussian", "target": "gaussian(mu=0,sigma=1)", "n": 100, "values": values}]
+    return {"tasks": {"calbench_numeric_quick": {"samples": stored}}, "curve": {"step": 60, "examples": 960}}
+
+
+def test_the_spread_over_seeds_is_the_mean_and_sd_of_each_runs_last_point(tmp_path):
+    import numpy as np
+    from scipy import stats
+
+    text = (
+        "kind: curve\nmodel: m\ntitle: Seeds\nprotocol: {q: {tasks: [t]}}\nruns:\n"
+        + "".join(f"  s{i}: {{group: soft, train: {{effective_batch: 2, seed: {i}}}}}\n" for i in (1, 2, 3))
+        + "  other: {train: {effective_batch: 2}}\n"
+    )
+    spec = curves.load(_recipe(tmp_path, "m", text))
+    assert spec.title == "Seeds" and [r.group for r in spec.runs] == ["soft", "soft", "soft", None]
+    grid = (np.arange(100) + 0.5) / 100
+    answers = {  # exact quantiles, then ever narrower answers
+        f"s{i}": np.round(stats.norm.ppf(grid) * width, 4).tolist() for i, width in ((1, 1.0), (2, 0.5), (3, 0.2))
+    }
+    points = {name: [_point(values)] for name, values in answers.items()} | {"other": [_point(answers["s1"])]}
+    page = curves.spread(spec, points)
+    scores = [curves.point_numbers(points[f"s{i}"][-1])["calibration_score"].value for i in (1, 2, 3)]
+    assert len(set(scores)) == 3
+    rows = {line.split("|")[2].strip(): line for line in page.splitlines() if line.startswith("| soft")}
+    assert set(rows) == {"s1", "s2", "s3", "**mean** (3 runs)", "**sd over runs** (3 runs)"}  # "other": no group
+    headers = [h.strip() for h in page.splitlines()[2].split("|")]
+    at = headers.index("calibration_score")
+    assert rows["**mean** (3 runs)"].split("|")[at].strip() == f"{np.mean(scores):.3g}"
+    assert rows["**sd over runs** (3 runs)"].split("|")[at].strip() == f"{np.std(scores, ddof=1):.3g}"

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from tabulate import tabulate
 
 from calbench.leaderboard import records
@@ -51,7 +52,6 @@ RETENTION = {
     "calbench_format_following": "loose_acc",
     "calbench_mmlu_mini": "acc",
 }
-TABLE, PLOT = "curves.md", "plots/curves.png"
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,7 @@ class CurveRun:
     label: str
     model: str
     train: Mapping[str, Any]
+    group: str | None = None  # runs of one recipe that differ only by seed: their spread is shown
 
 
 @dataclass(frozen=True)
@@ -73,9 +74,15 @@ class Curves:
     results_dir: Path
     declared: Path = RESULTS / "curves"  # the recipe's own store, as the page names it
     score_every: int = 1  # score every this many checkpoints (and the last one)
+    title: str = "Learning curves"
 
     def folder(self, run: str) -> Path:
         return self.results_dir / run
+
+    @property
+    def page(self) -> tuple[str, str]:
+        """The rendered table and plot, named after the recipe (curves.yaml: curves.md, plots/curves.png)."""
+        return f"{self.path.stem}.md", f"plots/{self.path.stem}.png"
 
 
 def load(path: Path) -> Curves:
@@ -96,7 +103,9 @@ def load(path: Path) -> Curves:
         need(isinstance(model, str), path, f"runs.{name}.model", "name the base model (here or at the top)")
         train = merge(train_defaults, spec["train"])
         need("effective_batch" in train, path, f"runs.{name}.train", "state effective_batch (examples per step)")
-        out.append(CurveRun(str(name), str(spec.get("label", name)), model, train))
+        group = spec.get("group")
+        need(group is None or isinstance(group, str), path, f"runs.{name}.group", "must be a name")
+        out.append(CurveRun(str(name), str(spec.get("label", name)), model, train, group))
     protocol = evaluations_of(path, data.get("protocol"), chat, False)
     every = data.get("score_every", 1)
     need(
@@ -115,6 +124,7 @@ def load(path: Path) -> Curves:
         Path(data.get("results_dir") or RESULTS / "curves"),
         Path(data.get("results_dir") or RESULTS / "curves"),
         every,
+        str(data.get("title") or "Learning curves"),
     )
 
 
@@ -207,14 +217,14 @@ def run_curves(
 
 def _share_base(curves: Curves, run: CurveRun) -> None:
     """Step 0 is the base model under the protocol: scored once, its record copied to the other
-    runs of the same model (``run_row`` then finds it finished)."""
+    runs of the same model in the store, any recipe's (``run_row`` then finds it finished, or
+    reruns the evaluations whose settings differ)."""
     mine = curves.folder(run.name) / "step-0000.json"
     if mine.is_file():
         return
-    for other in curves.runs:
-        theirs = curves.folder(other.name) / "step-0000.json"
-        if other.model == run.model and theirs.is_file():
-            record = records.load_record(theirs)
+    for theirs in sorted(curves.results_dir.glob("*/step-0000.json")):
+        record = records.load_record(theirs)
+        if record["model"].get("pretrained") == run.model:
             record.pop("curve", None)
             records.save_record(record, curves.folder(run.name))
             return
@@ -280,6 +290,33 @@ def table(curves: Curves, points: Mapping[str, Sequence[Mapping[str, Any]]]) -> 
     return "\n\n".join(parts)
 
 
+def spread(curves: Curves, points: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
+    """Each group's runs (the same recipe, other seeds) at their last point: every run, then the
+    mean and the sample standard deviation over the group's runs."""
+    groups: dict[str, list[tuple[CurveRun, dict[str, Estimate]]]] = {}
+    for run in curves.runs:
+        if run.group is not None and run.name in points:
+            groups.setdefault(run.group, []).append((run, point_numbers(points[run.name][-1])))
+    lines = []
+    for group, members in groups.items():
+        keys = list(members[0][1])
+        for run, numbers in members:
+            lines.append([group, run.name, *(fmt(numbers[k]) for k in keys)])
+        if len(members) > 1:
+            for name, fn in (("mean", np.mean), ("sd over runs", lambda v: np.std(v, ddof=1))):
+                cells = []
+                for k in keys:
+                    values = [n[k].value for _, n in members if math.isfinite(n[k].value)]
+                    cells.append(f"{fn(values):.3g}" if len(values) == len(members) else "n/a")
+                lines.append([group, f"**{name}** ({len(members)} runs)", *cells])
+    if not lines:
+        return ""
+    headers = ["group", "run (last point)", *keys]
+    return "## Spread over training seeds\n\n" + tabulate(
+        lines, headers=headers, tablefmt="github", disable_numparse=True
+    )
+
+
 def draw(curves: Curves, points: Mapping[str, Sequence[Mapping[str, Any]]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
@@ -316,25 +353,30 @@ def write(curves: Curves, output: Path, draw_plot: bool = True) -> list[Path]:
     points = load_points(curves)
     if not points:
         return []
+    page, plot = curves.page
+    which = "Every checkpoint" if curves.score_every == 1 else f"Every {curves.score_every}th checkpoint and the last"
+    which = which.replace("Every 2th", "Every other")
     protocol = "; ".join(
         f"{e.name}: {', '.join(e.tasks)}"
         + (f" at {e.samples_per_prompt} samples per prompt" if e.samples_per_prompt else "")
         for e in curves.protocol
     )
     text = (
-        "# Learning curves\n\n"
+        f"# {curves.title}\n\n"
         f"Rendered by `calbench leaderboard render` from the records in `{curves.declared.as_posix()}/`"
-        f" (`calbench leaderboard run {curves.path.as_posix()}`). Every checkpoint, and the base model at step 0,"
+        f" (`calbench leaderboard run {curves.path.as_posix()}`). {which}, and the base model at step 0,"
         f" scored by one protocol: {protocol}. The score, pit_w1, valid rate and KS@100 are the quick selection's"
         " (42 prompts, `calbench.metrics.prompt_records.sample_quality`; 100 samples per prompt make KS@100 fail any"
         " prompt with fewer than 100 valid answers). Value ± 95% interval half-width.\n\n"
-        f"![learning curves]({PLOT})\n\n{table(curves, points)}\n"
+        f"![learning curves]({plot})\n\n"
+        + "\n\n".join(part for part in (spread(curves, points), table(curves, points)) if part)
+        + "\n"
     )
-    atomic_write(output / TABLE, text)
-    written = [output / TABLE]
+    atomic_write(output / page, text)
+    written = [output / page]
     if draw_plot:
-        draw(curves, points, output / PLOT)
-        written.append(output / PLOT)
+        draw(curves, points, output / plot)
+        written.append(output / plot)
     return written
 
 
