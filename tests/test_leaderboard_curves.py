@@ -84,6 +84,8 @@ def test_every_checkpoint_is_scored_and_the_curve_rendered(tiny_split, tmp_path,
     assert points[0]["model"]["adapter"] is None and points[2]["model"]["adapter"].endswith("checkpoint-2")
     assert points[1]["model"]["adapter_sha256"] != points[2]["model"]["adapter_sha256"]
     assert points[2]["curve"]["seconds_per_step"] > 0 and points[2]["curve"]["tokens_per_step"] > 0
+    quick = points[2]["tasks"]["calbench_numeric_quick"]
+    assert "samples" in quick and "families" not in quick and "overall" in quick  # a light point
     # A rerun trains and scores nothing more.
     assert cli.main(argv) == 0
     err = capsys.readouterr().err

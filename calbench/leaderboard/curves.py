@@ -8,7 +8,7 @@ run resumes), then scores the base model (step 0) and every checkpoint with the 
 (or, with ``score_every: N``, every N-th checkpoint and the last one):
 each point is a row of its own (``calbench.leaderboard.run``, finished points skipped),
 stored in ``<results>/curves/<run>/step-<N>.json`` with its step, examples seen, wall time
-and tokens. ``calbench leaderboard render`` draws the curves from those records alone
+and tokens (without per-item scores or per-family metrics: ``light``). ``calbench leaderboard render`` draws the curves from those records alone
 (``curves.md``, ``plots/curves.png``): on the quick selection's 42 prompts the calibration
 score, ``pit_w1``, the valid rate and KS@100 (``prompt_records.sample_quality``), and each
 retention task's headline metric, all with 95% intervals.
@@ -196,7 +196,7 @@ def run_curves(
             if step == 0:
                 _share_base(curves, run)
             path = run_row(recipe, workdir / run.name / "points")
-            record = records.load_record(path)
+            record = light(records.load_record(path))
             marker = json.loads((adapter / "calbench_checkpoint.json").read_text()) if adapter else {}
             cost = summary or {"steps": step, **marker}  # the run's averages, or so far
             examples = step * int(run.train["effective_batch"])
@@ -213,6 +213,20 @@ def run_curves(
             }
             written.append(records.save_record(record, curves.folder(run.name)))
     return written
+
+
+LEFT_OUT = ("items", "families")  # per-item retention scores; per-family metrics (from the samples)
+
+
+def light(record: dict[str, Any]) -> dict[str, Any]:
+    """A curve point as stored: its numbers and its numeric answers (all the curve page and the
+    tails page read), without per-item scores (for pairing rows: ``calbench retention-delta``)
+    or per-family metrics (the page recomputes them from the answers): a point weighs about
+    30 KB, not 90."""
+    for entry in record["tasks"].values():
+        for key in LEFT_OUT:
+            entry.pop(key, None)
+    return record
 
 
 def _share_base(curves: Curves, run: CurveRun) -> None:
