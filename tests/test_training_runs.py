@@ -95,6 +95,14 @@ def test_an_output_that_is_a_file_is_refused(capsys, tmp_path):
     assert "must be a folder, not a file" in capsys.readouterr().err
 
 
+def test_an_output_that_links_to_a_missing_folder_is_refused(tmp_path):
+    (tmp_path / "run").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(RunFolderError, match=r"links to .*elsewhere, which does not exist"):
+        run_folder.start(TrainConfig(output=str(tmp_path / "run")), 1)
+    (tmp_path / "elsewhere").mkdir()
+    assert run_folder.start(TrainConfig(output=str(tmp_path / "run")), 1) == (None, None)
+
+
 def test_defaults_are_only_filled_where_an_option_is_missing():
     soft = TrainConfig(method="soft").resolve()
     assert (soft.max_bins, soft.epochs, soft.samples_per_prompt) == (1001, 3, 1)

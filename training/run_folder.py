@@ -122,6 +122,10 @@ def start(config: TrainConfig, world_size: int) -> tuple[Path | None, dict[str, 
     Raises ``RunFolderError`` when the folder holds another run.
     """
     folder = Path(config.output)
+    if folder.is_symlink() and not folder.exists():
+        raise RunFolderError(
+            f"{folder} links to {os.readlink(folder)}, which does not exist: create it or pass another --output"
+        )
     folder.mkdir(parents=True, exist_ok=True)
     restore_adapter(folder)
     wanted = identity(config, world_size)
