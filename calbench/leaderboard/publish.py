@@ -48,15 +48,14 @@ def render_all(
         base, *adapters = named_records(results_dir, [spec.base, *spec.adapters])
         command = f"calbench leaderboard render   # {path.as_posix()}"
         written += tradeoff.write(base, adapters, output, command, draw_plot=draw)
-    ends = []  # each learning curve's first and last points, for the tails page
+    ends: list[tuple[str, dict]] = []  # the base model's point once, then each curve's last point: the tails page
     for path in recipes.of_kind(rows, "curve") if rows is not None and rows.is_dir() else []:
         curve = curves.load(path)
         curve = curves.with_results_dir(curve, results_dir / curve.results_dir.name)
         written += curves.write(curve, output, draw_plot=draw)
         for run, points in curves.load_points(curve).items():
-            ends += [
-                (f"{run} step {p['curve']['step']}", p) for p in {id(p): p for p in (points[0], points[-1])}.values()
-            ]
+            chosen = [p for p in (points[0], points[-1]) if p["curve"]["step"] > 0 or not ends]
+            ends += [(f"{run} step {p['curve']['step']}", p) for p in {id(p): p for p in chosen}.values()]
     written += tails.write(records, output, ends)
     if rows is not None and rows.is_dir():
         written += cards(rows, results_dir, root)
