@@ -368,8 +368,8 @@ def write(curves: Curves, output: Path, draw_plot: bool = True) -> list[Path]:
     if not points:
         return []
     page, plot = curves.page
-    which = "Every checkpoint" if curves.score_every == 1 else f"Every {curves.score_every}th checkpoint and the last"
-    which = which.replace("Every 2th", "Every other")
+    every = {1: "Every checkpoint", 2: "Every other checkpoint and the last"}
+    which = every.get(curves.score_every, f"Every {curves.score_every}th checkpoint and the last")
     protocol = "; ".join(
         f"{e.name}: {', '.join(e.tasks)}"
         + (f" at {e.samples_per_prompt} samples per prompt" if e.samples_per_prompt else "")

@@ -54,8 +54,10 @@ def render_all(
         curve = curves.with_results_dir(curve, results_dir / curve.results_dir.name)
         written += curves.write(curve, output, draw_plot=draw)
         for run, points in curves.load_points(curve).items():
-            chosen = [p for p in (points[0], points[-1]) if p["curve"]["step"] > 0 or not ends]
-            ends += [(f"{run} step {p['curve']['step']}", p) for p in {id(p): p for p in chosen}.values()]
+            if not ends and points[0]["curve"]["step"] == 0:
+                ends.append((f"{run} step 0", points[0]))  # the base model, once
+            if points[-1]["curve"]["step"] > 0:
+                ends.append((f"{run} step {points[-1]['curve']['step']}", points[-1]))
     written += tails.write(records, output, ends)
     if rows is not None and rows.is_dir():
         written += cards(rows, results_dir, root)

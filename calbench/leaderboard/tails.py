@@ -5,8 +5,8 @@ One table of every row with stored numeric samples, split by split (the outer sh
 high, what of it is far, off by ten times or an echo of the prompt, and whether the answers'
 medians follow the laws'), then the adapters prompt by prompt: the share of each prompt's valid
 answers in the law's outer 10%, the median answer beside the law's, and the answers that carry
-the most outer mass (of the best-scoring adapter). A learning curve's first and last points join the first table
-(``curve_points``).
+the most outer mass (of the best-scoring adapter). The base model's curve point and each learning
+curve's last point join the first table (``curve_points``).
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ from typing import Any
 import numpy as np
 from tabulate import tabulate
 
+from calbench.leaderboard.curves import QUICK
 from calbench.leaderboard.numbers import NUMERIC_SPLITS, SAMPLING_TASKS, ranked
 from calbench.metrics import outer
 from calbench.metrics.prompt_records import Prompt, prompt_rows
 from calbench.provenance import atomic_write
-from calbench.stats import Estimate, fmt
+from calbench.stats import fmt
 
 TABLE = "tails.md"
-QUICK = "calbench_numeric_quick"
 SPLITS = {**{SAMPLING_TASKS[s]: s for s in NUMERIC_SPLITS}, QUICK: "quick"}
 HEADERS = [
     "row",
@@ -49,17 +49,13 @@ def _rows_of(record: Mapping[str, Any], task: str) -> dict[str, list[Prompt]] | 
     return prompt_rows(entry["samples"])
 
 
-def _cell(e: Estimate) -> str:
-    return fmt(e)
-
-
 def summary_row(name: str, task: str, rows: Mapping[str, Sequence[Prompt]]) -> list[str]:
     _, overall = outer.outer_summary(rows)
     prompts = [p for family in rows.values() for p in family]
     following = [outer.location_following(prompts), outer.within_family_following(rows)]
-    shares = [_cell(overall[s]) for s in ("outer", "low", "high", "far", "scale", "echo")]
+    shares = [fmt(overall[s]) for s in ("outer", "low", "high", "far", "scale", "echo")]
     answered = sum(values.size > 0 for values, _, _ in prompts)
-    return [name, SPLITS[task], f"{answered} of {len(prompts)}", *shares, *map(_cell, following)]
+    return [name, SPLITS[task], f"{answered} of {len(prompts)}", *shares, *map(fmt, following)]
 
 
 def _adapter_prompts(adapters: Sequence[Mapping[str, Any]]) -> str:
@@ -85,7 +81,8 @@ def _adapter_prompts(adapters: Sequence[Mapping[str, Any]]) -> str:
 
 
 def render(records: Sequence[Mapping[str, Any]], curve_points: Sequence[tuple[str, Mapping[str, Any]]] = ()) -> str:
-    """The page: every record with stored numeric samples, then its adapters prompt by prompt."""
+    """The page: every record with stored numeric samples, then its adapters prompt by prompt
+    ("" when no record has any)."""
     table = []
     for record in records:
         for task in SPLITS:
@@ -99,6 +96,8 @@ def render(records: Sequence[Mapping[str, Any]], curve_points: Sequence[tuple[st
     adapters = ranked(
         [r for r in records if r.get("type") == "fine-tuned adapter" and _rows_of(r, SAMPLING_TASKS["unseen"])]
     )
+    if not table:
+        return ""
     text = (
         "# Where the PIT's tails come from\n\n"
         "Rendered by `calbench leaderboard render` from the records' stored samples"
@@ -128,8 +127,9 @@ def render(records: Sequence[Mapping[str, Any]], curve_points: Sequence[tuple[st
 def write(
     records: Sequence[Mapping[str, Any]], out: Path, curve_points: Sequence[tuple[str, Mapping[str, Any]]] = ()
 ) -> list[Path]:
-    if not any(_rows_of(r, t) is not None for r in records for t in SPLITS):
+    text = render(records, curve_points)
+    if not text:
         return []
     path = out / TABLE
-    atomic_write(path, render(records, curve_points))
+    atomic_write(path, text)
     return [path]
