@@ -35,7 +35,10 @@ def _recipe(folder: Path, model: str, text: str = "") -> Path:
 def test_the_published_curve_recipe_reads():
     spec = curves.load(ROOT / "leaderboards" / "rows" / "curves.yaml")
     assert [r.label for r in spec.runs][:2] == ["soft", "hard (same examples and steps)"]
-    assert all(r.train["effective_batch"] == 32 and r.train["save_steps"] == 10 for r in spec.runs)
+    sampled = [r for r in spec.runs if r.train.get("soft_paths", "sample") == "sample"]
+    assert len(sampled) == 3 and all(r.train["effective_batch"] == 32 and r.train["save_steps"] == 10 for r in sampled)
+    (full,) = (r for r in spec.runs if r.train.get("soft_paths") == "all")
+    assert full.train["max_steps"] * full.train["effective_batch"] == 128
     assert [(e.name, e.samples_per_prompt) for e in spec.protocol] == [("quick", 100), ("arithmetic", None)]
 
 
@@ -45,6 +48,17 @@ def test_every_nth_checkpoint_and_the_last_are_scored():
     assert [s for s, _ in curves.scored(found, 2, done=False)] == [20, 40]  # 47 is not the last yet
     assert [s for s, _ in curves.scored(found, 1, done=False)] == [10, 20, 30, 40, 47]
     assert curves.load(ROOT / "leaderboards" / "rows" / "curves.yaml").score_every == 2
+
+
+def test_a_run_may_space_its_own_points(tmp_path):
+    text = (
+        "kind: curve\nmodel: m\nscore_every: 2\nprotocol: {q: {tasks: [t]}}\n"
+        "runs: {a: {train: {effective_batch: 2}}, b: {score_every: 6, train: {effective_batch: 2}}}\n"
+    )
+    loaded = curves.load(_recipe(tmp_path, "m", text))
+    assert [r.score_every for r in loaded.runs] == [None, 6]
+    with pytest.raises(RecipeError, match=r"runs\.b\.score_every"):
+        curves.load(_recipe(tmp_path, "m", text.replace("score_every: 6", "score_every: 1.5")))
 
 
 @pytest.mark.parametrize(

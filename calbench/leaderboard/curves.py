@@ -61,6 +61,7 @@ class CurveRun:
     model: str
     train: Mapping[str, Any]
     group: str | None = None  # runs of one recipe that differ only by seed: their spread is shown
+    score_every: int | None = None  # this run's own checkpoint spacing (default: the recipe's)
 
 
 @dataclass(frozen=True)
@@ -105,15 +106,13 @@ def load(path: Path) -> Curves:
         need("effective_batch" in train, path, f"runs.{name}.train", "state effective_batch (examples per step)")
         group = spec.get("group")
         need(group is None or isinstance(group, str), path, f"runs.{name}.group", "must be a name")
-        out.append(CurveRun(str(name), str(spec.get("label", name)), model, train, group))
+        own_every = spec.get("score_every")
+        if own_every is not None:
+            _need_every(own_every, path, f"runs.{name}.score_every")
+        out.append(CurveRun(str(name), str(spec.get("label", name)), model, train, group, own_every))
     protocol = evaluations_of(path, data.get("protocol"), chat, False)
     every = data.get("score_every", 1)
-    need(
-        isinstance(every, int) and not isinstance(every, bool) and every >= 1,
-        path,
-        "score_every",
-        "a whole number >= 1",
-    )
+    _need_every(every, path, "score_every")
     return Curves(
         path,
         tuple(out),
@@ -125,6 +124,16 @@ def load(path: Path) -> Curves:
         Path(data.get("results_dir") or RESULTS / "curves"),
         every,
         str(data.get("title") or "Learning curves"),
+    )
+
+
+def _need_every(every: Any, path: Path, field: str) -> None:
+    need(isinstance(every, int) and not isinstance(every, bool) and every >= 1, path, field, "a whole number >= 1")
+
+
+def _every_text(every: int) -> str:
+    return {1: "Every checkpoint", 2: "Every other checkpoint and the last"}.get(
+        every, f"Every {every}th checkpoint and the last"
     )
 
 
@@ -190,7 +199,8 @@ def run_curves(
                 )
         summary_file = train_folder / "adapter" / "calbench_train.json"
         summary = json.loads(summary_file.read_text()) if summary_file.is_file() else None
-        points = [(0, None), *scored(checkpoints(train_folder), curves.score_every, summary is not None)]
+        every = run.score_every or curves.score_every
+        points = [(0, None), *scored(checkpoints(train_folder), every, summary is not None)]
         for step, adapter in points:
             recipe = _point(curves, run, step, adapter)
             if step == 0:
@@ -297,8 +307,9 @@ def table(curves: Curves, points: Mapping[str, Sequence[Mapping[str, Any]]]) -> 
         last = points[run.name][-1]["curve"]
         cost = f"{last['seconds_per_step']:g} s and {last['tokens_per_step']:g} tokens per optimizer step"
         train = ", ".join(f"{k}={v}" for k, v in run.train.items())
+        own = "" if run.score_every in (None, curves.score_every) else f"; {_every_text(run.score_every).lower()}"
         parts.append(
-            f"### {run.label} (`{run.name}`: {train}; {cost})\n\n"
+            f"### {run.label} (`{run.name}`: {train}; {cost}{own})\n\n"
             + tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
         )
     return "\n\n".join(parts)
@@ -368,8 +379,7 @@ def write(curves: Curves, output: Path, draw_plot: bool = True) -> list[Path]:
     if not points:
         return []
     page, plot = curves.page
-    every = {1: "Every checkpoint", 2: "Every other checkpoint and the last"}
-    which = every.get(curves.score_every, f"Every {curves.score_every}th checkpoint and the last")
+    which = _every_text(curves.score_every)
     protocol = "; ".join(
         f"{e.name}: {', '.join(e.tasks)}"
         + (f" at {e.samples_per_prompt} samples per prompt" if e.samples_per_prompt else "")
