@@ -71,10 +71,36 @@ def calbench_commit() -> str | None:
     return done.stdout.strip() or None
 
 
-def atomic_write(path: Path, text: str) -> None:
+class LinkedPathError(ValueError):
+    """A write would go through a symbolic link inside a folder calbench owns."""
+
+
+def check_no_links(path: Path, root: Path) -> None:
+    """Refuse ``path`` if it, or a folder between ``root`` (which may itself be a link) and it, is a
+    symbolic link: a write there could land outside ``root``."""
+    path, root = Path(path), Path(root)
+    try:
+        parts = path.relative_to(root).parts
+    except ValueError as err:
+        raise LinkedPathError(f"{path} is not inside {root}") from err
+    here = root
+    for part in parts:
+        here = here / part
+        if here.is_symlink():
+            raise LinkedPathError(
+                f"{here} is a symbolic link (to {os.readlink(here)}): calbench does not write through links "
+                f"inside {root}; remove it"
+            )
+
+
+def atomic_write(path: Path, text: str, no_links: Path | None = None) -> None:
     """Write ``text`` to ``path`` through a new temporary file beside it, renamed over it: never
-    half written. The temporary file is created exclusively (never an existing file or link)."""
+    half written. The temporary file is created exclusively (never an existing file or link).
+    With ``no_links`` (a folder above ``path``), nothing between it and ``path`` may be a
+    symbolic link (``check_no_links``)."""
     path = Path(path)
+    if no_links is not None:
+        check_no_links(path, no_links)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -87,6 +113,6 @@ def atomic_write(path: Path, text: str) -> None:
         raise
 
 
-def write_json(path: Path, data: Mapping[str, Any]) -> None:
+def write_json(path: Path, data: Mapping[str, Any], no_links: Path | None = None) -> None:
     """``atomic_write`` of a JSON object, indented."""
-    atomic_write(path, json.dumps(data, indent=2) + "\n")
+    atomic_write(path, json.dumps(data, indent=2) + "\n", no_links)

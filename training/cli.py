@@ -60,12 +60,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         for line in differ:
             print(f"calbench train: {args.same_as} differs: {line}", file=sys.stderr)
         return 2 if differ else 0
+    from calbench.provenance import LinkedPathError
     from calbench.training.run_folder import RunFolderError
-    from calbench.training.trainer import NonFiniteLossError, run
+    from calbench.training.trainer import BrokenAdapterError, NonFiniteLossError, RunSetupError, run
 
     try:
         run(config)
-    except (RunFolderError, NonFiniteLossError) as err:
+    except (RunFolderError, NonFiniteLossError, BrokenAdapterError, RunSetupError, LinkedPathError) as err:
         print(f"calbench train: {err}", file=sys.stderr)
         return 2
     return 0

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 Method = Literal["soft", "hard"]
+MAX_DECIMALS = 12
 
 
 def _flag(help: str, **kw: Any) -> Any:
@@ -136,7 +137,12 @@ class TrainConfig:
             "retain_batch",
         ):
             need(getattr(self, name) >= 1, name, "must be a positive integer")
-        need(self.decimals >= 0, "decimals", "must be 0 or more")
+        need(
+            0 <= self.decimals <= MAX_DECIMALS,
+            "decimals",
+            f"must lie in 0..{MAX_DECIMALS} (a float carries ~15 digits)",
+        )
+        need(0 <= self.seed < 2**32, "seed", "must lie in 0..2**32-1")
         need(self.keep_checkpoints >= 0, "keep_checkpoints", "must be 0 (keep every one) or more")
         for name in ("max_bins", "epochs", "samples_per_prompt", "prompts"):
             value = getattr(self, name)

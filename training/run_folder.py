@@ -2,14 +2,22 @@
 
 A run folder (``--output``) belongs to one run. ``calbench_run.json`` holds the run's
 resolved options (those that change what is trained: not ``--output``, ``--resume``,
-``--overwrite``, ``--save-steps``, ``--logging-steps``, ``--keep-checkpoints``), the number of processes, and
-whether the run finished. A run resumes only with the same options; a new run never
-starts over another one unless told to (``--overwrite``).
+``--overwrite``, ``--save-steps``, ``--logging-steps``, ``--keep-checkpoints``), the base
+model's identity (the hash of its weights, or its hub id: not the spelling of ``--model``),
+the number of processes, and whether the run finished. A run resumes only with the same
+options and base weights; a new run never starts over another one unless told to
+(``--overwrite``), and never over a folder that is not a calbench run folder (checkpoints or
+logs without a ``calbench_run.json`` are someone else's: calbench deletes nothing there).
+One process at a time uses a run folder (``locked``: an exclusive lock on
+``.calbench_train.lock``); the others are refused.
 
 transformers writes a checkpoint in several files; a kill in the middle leaves a folder
 that looks like a checkpoint but is not one. calbench marks a checkpoint complete only
 after transformers is done with it (``calbench_checkpoint.json``, which also carries the
-run's tokens and wall time so far), and resumes from the newest complete one.
+run's tokens and wall time so far and the size and SHA-256 of every file in it), and
+resumes from the newest checkpoint whose files still match their marker (a deleted,
+truncated or altered file makes it incomplete: the previous complete one is taken).
+Files calbench writes in the run folder are never written through a symbolic link.
 
 The final adapter is written beside ``adapter/`` and swapped in with one atomic
 exchange of the two folders (Linux ``renameat2``), so ``adapter/`` always holds a
@@ -19,15 +27,20 @@ complete adapter, the old or the new one; elsewhere two renames, and a missing
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import fcntl
+import functools
 import json
 import os
 import re
 import shutil
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from calbench.provenance import atomic_write
+from calbench.provenance import atomic_write, sha256_file, weights_hash
 from calbench.training.config import TrainConfig
 
 RUN_FILE = "calbench_run.json"
@@ -35,6 +48,9 @@ CHECKPOINT_FILE = "calbench_checkpoint.json"
 ADAPTER = "adapter"
 PARTIAL = ".adapter.partial"  # the new adapter while it is written
 PREVIOUS = ".adapter.previous"  # the replaced adapter until it is deleted
+LOCK = ".calbench_train.lock"  # held (flock) by the process that uses the run folder
+# What transformers writes into every checkpoint of a LoRA run (with rng_state*.pth).
+CHECKPOINT_PARTS = ("adapter_model.safetensors", "optimizer.pt", "scheduler.pt", "trainer_state.json")
 # Options that do not change what is trained: they may differ between a run's segments.
 NOT_IDENTITY = ("output", "resume", "overwrite", "save_steps", "logging_steps", "keep_checkpoints")
 _CHECKPOINT = re.compile(r"checkpoint-(\d+)$")
@@ -44,10 +60,56 @@ class RunFolderError(ValueError):
     """The run folder cannot be used as asked (another run in it, other options, ...)."""
 
 
+@functools.lru_cache(maxsize=8)
+def base_identity(reference: str) -> dict[str, str]:
+    """The base model a run trains, as its weights: the SHA-256 of a local folder's (or an
+    installed catalogue model's) weight files, wherever it lies and however it is spelled; a hub
+    id (or a catalogue model not installed yet) as itself."""
+    from calbench import model_catalogue
+
+    path = Path(reference).expanduser()
+    if not path.exists() and model_catalogue.catalogue_name(reference) and model_catalogue.is_ready(reference):
+        path = model_catalogue.folder(reference)
+    digest = weights_hash(path) if path.is_dir() else None
+    return {"weights_sha256": digest} if digest else {"reference": reference}
+
+
 def identity(config: TrainConfig, world_size: int) -> dict[str, Any]:
-    """What makes two segments one run: the resolved options that change training, and the processes."""
+    """What makes two segments one run: the resolved options that change training, the base
+    model's weights, and the processes."""
     options = {k: v for k, v in config.resolve().to_dict().items() if k not in NOT_IDENTITY}
-    return {"options": options, "world_size": world_size}
+    return {"options": options, "base_model": base_identity(config.model), "world_size": world_size}
+
+
+@contextlib.contextmanager
+def locked(folder: Path) -> Iterator[None]:
+    """Use the run folder alone: an exclusive lock held until the block ends (or the process dies:
+    the kernel drops it), a second process refused at once. Creates the folder; a folder calbench
+    cannot write in is refused here, before anything else."""
+    folder = Path(folder)
+    if folder.is_symlink() and not folder.exists():
+        raise RunFolderError(
+            f"{folder} links to {os.readlink(folder)}, which does not exist: create it or pass another --output"
+        )
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as err:
+        raise RunFolderError(f"{folder}: cannot write in the run folder ({err.strerror})") from err
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            raise RunFolderError(
+                f"{folder} is in use by another calbench train (process {holder}): wait for it to end, "
+                "or choose another --output"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        os.close(fd)
 
 
 def read_run(folder: Path) -> dict[str, Any] | None:
@@ -60,8 +122,9 @@ def read_run(folder: Path) -> dict[str, Any] | None:
         raise RunFolderError(f"{path}: unreadable run file ({err}); pass --overwrite to start a new run") from err
 
 
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    atomic_write(path, json.dumps(data, indent=2) + "\n")
+def write_json(path: Path, data: dict[str, Any], root: Path | None = None) -> None:
+    """Atomically, never through a link between ``root`` (default: the file's folder) and the file."""
+    atomic_write(path, json.dumps(data, indent=2) + "\n", no_links=root or path.parent)
 
 
 def checkpoints(folder: Path) -> list[tuple[int, Path]]:
@@ -70,28 +133,69 @@ def checkpoints(folder: Path) -> list[tuple[int, Path]]:
     return sorted(found, reverse=True)
 
 
-def is_complete(checkpoint: Path) -> bool:
-    return (checkpoint / CHECKPOINT_FILE).is_file()
-
-
-def latest_complete(folder: Path) -> Path | None:
-    """The newest complete checkpoint; the incomplete ones newer than it are deleted."""
-    for _, path in checkpoints(folder):
-        if is_complete(path):
-            return path
-        shutil.rmtree(path, ignore_errors=True)  # a kill during its save: not a checkpoint
+def checkpoint_problem(checkpoint: Path) -> str | None:
+    """Why ``checkpoint`` is not a complete checkpoint (None if it is): no marker, or a file the
+    marker lists that is gone, of another size or other bytes. (A marker without a file list,
+    from calbench before 0.1's checkpoint hashes, is taken on trust.)"""
+    marker = Path(checkpoint) / CHECKPOINT_FILE
+    if marker.is_symlink() or not marker.is_file() or Path(checkpoint).is_symlink():
+        return "not marked complete"
+    try:
+        files = json.loads(marker.read_text()).get("files")
+    except (OSError, ValueError, AttributeError) as err:
+        return f"its marker is unreadable ({err})"
+    for name, want in (files or {}).items():
+        path = Path(checkpoint) / name
+        if path.is_symlink() or not path.is_file():
+            return f"{name} is missing"
+        if path.stat().st_size != want.get("bytes"):
+            return f"{name} has {path.stat().st_size} bytes, its marker says {want.get('bytes')}"
+        if sha256_file(path) != want.get("sha256"):
+            return f"{name} is not the file that was saved (SHA-256 differs)"
     return None
 
 
+def is_complete(checkpoint: Path) -> bool:
+    return checkpoint_problem(checkpoint) is None
+
+
+def latest_complete(folder: Path) -> Path | None:
+    """The newest complete checkpoint; the newer ones are deleted: those never marked (a kill
+    during their save) and, with a warning, those whose files no longer match their marker."""
+    for _, path in checkpoints(folder):
+        problem = checkpoint_problem(path)
+        if problem is None:
+            return path
+        if problem != "not marked complete":
+            print(
+                f"calbench train: {path} is damaged ({problem}): deleted, resuming from an earlier one", file=sys.stderr
+            )
+        shutil.rmtree(path, ignore_errors=True)
+    return None
+
+
+def missing_parts(checkpoint: Path) -> list[str]:
+    """The files transformers writes into every checkpoint that ``checkpoint`` lacks."""
+    missing = [name for name in CHECKPOINT_PARTS if not (checkpoint / name).is_file()]
+    return missing + ([] if any(checkpoint.glob("rng_state*.pth")) else ["rng_state.pth"])
+
+
 def mark_complete(checkpoint: Path, progress: dict[str, Any]) -> None:
-    write_json(checkpoint / CHECKPOINT_FILE, progress)
+    """Mark a checkpoint complete: the run's progress and the size and hash of each of its files."""
+    files = {
+        p.relative_to(checkpoint).as_posix(): {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
+        for p in sorted(Path(checkpoint).rglob("*"))
+        if p.is_file() and p.name != CHECKPOINT_FILE
+    }
+    write_json(checkpoint / CHECKPOINT_FILE, {**progress, "files": files}, root=Path(checkpoint).parent)
 
 
 def progress_of(checkpoint: Path | None) -> dict[str, Any]:
     """Tokens and wall time of the run up to ``checkpoint`` (zeros for a fresh start)."""
     if checkpoint is None:
         return {"tokens_seen_rank0": 0, "wall_seconds": 0.0, "segments": 0}
-    return dict(json.loads((checkpoint / CHECKPOINT_FILE).read_text()))
+    marker = json.loads((checkpoint / CHECKPOINT_FILE).read_text())
+    return {k: marker[k] for k in ("tokens_seen_rank0", "wall_seconds", "segments")}
 
 
 def holds_a_run(folder: Path) -> bool:
@@ -115,42 +219,58 @@ def clear_for_new_run(folder: Path) -> None:
     (folder / RUN_FILE).unlink(missing_ok=True)
 
 
-def start(config: TrainConfig, world_size: int) -> tuple[Path | None, dict[str, Any] | None]:
-    """Prepare the run folder for ``config``: (the checkpoint to resume from, the finished run's file).
-
-    A finished run that is resumed returns its run file and nothing is to be trained.
-    Raises ``RunFolderError`` when the folder holds another run.
-    """
+def check(config: TrainConfig, world_size: int) -> dict[str, Any] | None:
+    """Whether ``config`` may use its run folder, changing nothing: raises ``RunFolderError`` if
+    not; returns the run file of a finished run that is resumed (nothing to train), else None."""
     folder = Path(config.output)
     if folder.is_symlink() and not folder.exists():
         raise RunFolderError(
             f"{folder} links to {os.readlink(folder)}, which does not exist: create it or pass another --output"
         )
-    folder.mkdir(parents=True, exist_ok=True)
-    restore_adapter(folder)
-    wanted = identity(config, world_size)
+    if not folder.is_dir():
+        return None
     previous = read_run(folder)
     if config.resume and previous is not None:
-        differ = _differences(previous, wanted)
+        differ = _differences(previous, identity(config, world_size))
         if differ:
             raise RunFolderError(
                 f"{folder} holds a run with other options ({'; '.join(differ)}): resume it with its own "
                 "options, or start a new run elsewhere (or here with --overwrite)"
             )
-        if previous.get("finished"):
-            return None, previous
-        return latest_complete(folder), None
+        return previous if previous.get("finished") else None
     if holds_a_run(folder):
         if config.resume:  # checkpoints or an adapter without a run file: whose are they?
             raise RunFolderError(f"{folder} holds checkpoints or an adapter but no {RUN_FILE}: nothing to resume")
+        if previous is None:
+            raise RunFolderError(
+                f"{folder} holds checkpoints, logs or an adapter but no {RUN_FILE}: it is not a calbench run "
+                "folder, and calbench deletes nothing in it (not even with --overwrite): choose another --output"
+            )
         if not config.overwrite:
-            what = "a finished run" if previous and previous.get("finished") else "another run"
+            what = "a finished run" if previous.get("finished") else "another run"
             raise RunFolderError(
                 f"{folder} holds {what}: pass --resume to continue it, --overwrite to replace it, "
                 "or choose another --output"
             )
+    return None
+
+
+def start(config: TrainConfig, world_size: int) -> tuple[Path | None, dict[str, Any] | None]:
+    """Prepare the run folder for ``config``: (the checkpoint to resume from, the finished run's file).
+
+    A finished run that is resumed returns its run file and nothing is to be trained.
+    Raises ``RunFolderError`` when the folder holds another run (``check``).
+    """
+    folder = Path(config.output)
+    check(config, world_size)
+    folder.mkdir(parents=True, exist_ok=True)
+    restore_adapter(folder)
+    previous = read_run(folder)
+    if config.resume and previous is not None:
+        return (None, previous) if previous.get("finished") else (latest_complete(folder), None)
+    if holds_a_run(folder):  # check: a calbench run, and --overwrite given
         clear_for_new_run(folder)
-    write_json(folder / RUN_FILE, {**wanted, "finished": False})
+    write_json(folder / RUN_FILE, {**identity(config, world_size), "finished": False})
     return None, None
 
 
@@ -175,12 +295,23 @@ def finish(folder: Path, summary: dict[str, Any]) -> None:
 def _differences(previous: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
     out = []
     old, new = previous.get("options", {}), wanted["options"]
+    by_weights = "base_model" in previous  # the base is its weights, not how --model spells it
     for key in sorted(set(old) | set(new)):
-        if old.get(key) != new.get(key):
+        if key == "model" and by_weights:
+            if previous["base_model"] != wanted["base_model"]:
+                out.append(
+                    f"--model: run {old.get(key)!r} {_weights(previous['base_model'])}, "
+                    f"now {new.get(key)!r} {_weights(wanted['base_model'])}"
+                )
+        elif old.get(key) != new.get(key):
             out.append(f"--{key.replace('_', '-')}: run {old.get(key)!r}, now {new.get(key)!r}")
     if previous.get("world_size") != wanted["world_size"]:
         out.append(f"processes: run {previous.get('world_size')}, now {wanted['world_size']}")
     return out
+
+
+def _weights(base: dict[str, str]) -> str:
+    return f"(weights {base['weights_sha256']})" if "weights_sha256" in base else "(not a local folder)"
 
 
 def _exchange(a: Path, b: Path) -> bool:

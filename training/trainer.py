@@ -8,6 +8,7 @@ Ours: the data (``training.data``), the collators and the losses (``training.los
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -15,6 +16,7 @@ import os
 import shutil
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -24,6 +26,7 @@ from transformers import (
     DynamicCache,
     Trainer,
     TrainerCallback,
+    TrainerState,
     TrainingArguments,
 )
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
@@ -39,6 +42,14 @@ from calbench.training.retain import RetainSet, retain_kl
 
 class NonFiniteLossError(FloatingPointError):
     """The training loss became NaN or infinite: training stops instead of writing a broken adapter."""
+
+
+class BrokenAdapterError(FloatingPointError):
+    """The trained adapter's weights, or the model's logits with it, are not finite: not installed."""
+
+
+class RunSetupError(ValueError):
+    """The run cannot be built (a model that cannot be loaded, LoRA target modules it lacks, ...)."""
 
 
 class CalibrationTrainer(Trainer):
@@ -181,6 +192,9 @@ class RunProgress(TrainerCallback):
             self.trainer.accelerator.wait_for_everyone()
         if state.is_world_process_zero:
             checkpoint = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+            missing = run_folder.missing_parts(checkpoint)
+            if missing:  # never mark what cannot be resumed from
+                raise RuntimeError(f"{checkpoint}: transformers did not write {', '.join(missing)}")
             run_folder.mark_complete(checkpoint, self.so_far())
         return control
 
@@ -204,6 +218,10 @@ def build(config: TrainConfig) -> tuple[CalibrationTrainer, TrainingSet]:
     chat = bool(tokenizer.chat_template) if config.chat is None else config.chat
     # bf16 base weights on GPU; LoRA weights and Adam states stay fp32 (peft keeps adapters fp32).
     model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16 if cuda else torch.float32)
+    names = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
+    unknown = [m for m in config.target_modules if m not in names]
+    if unknown:  # peft would skip them silently when another one matches
+        raise ValueError(f"--target-modules {' '.join(unknown)}: no such module in {config.model}")
     torch.manual_seed(config.seed)
     lora = LoraConfig(
         r=config.lora_r,
@@ -283,40 +301,89 @@ def mean_logged_loss(log_history: list[dict[str, Any]]) -> float:
 
 def run(config: TrainConfig) -> Path:
     """Train (or resume, or find finished), then write ``<output>/adapter`` atomically with its
-    config, the whole run's summary and its model card."""
+    config, the whole run's summary and its model card.
+
+    The first process holds the run folder's lock throughout. Nothing is written in the folder
+    (its run file included) before every option, the model and the LoRA targets have been checked
+    and the Trainer built: a run refused or failing to start leaves the folder as it was."""
     resolved = config.resolve().validate()
     folder = Path(resolved.output)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     # The first process prepares the run folder; under DDP the others read its decision once
     # all have joined (building the Trainer joins the process group).
     first = int(os.environ.get("RANK", "0")) == 0
-    if first:
-        checkpoint, finished = run_folder.start(resolved, world)
-    else:  # a finished run is left as it is: the first process will not join the process group
-        checkpoint, finished = None, run_folder.finished_run(folder) if resolved.resume else None
-    if finished is not None:
-        print(f"calbench train: the run in {folder} finished already ({finished.get('steps')} steps): nothing to do")
-        return folder / run_folder.ADAPTER
-    if first:
-        print(json.dumps({"calbench train": resolved.to_dict()}, indent=2), flush=True)
-    trainer, data = build(resolved)
-    if world > 1:
-        trainer.accelerator.wait_for_everyone()
-        if not first:
-            checkpoint = run_folder.decided(resolved)
-    progress = trainer.progress
-    progress.before = run_folder.progress_of(checkpoint)
-    if checkpoint is not None:
-        print(f"calbench train: resuming from {checkpoint}", flush=True)
-    result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-    try:
-        if trainer.is_world_process_zero():
-            _install(trainer, data, resolved, result)
-    finally:
-        if world > 1:  # every process leaves the group together: one that exits while gloo's
-            trainer.accelerator.wait_for_everyone()  # threads still run aborts ("terminate called")
-            torch.distributed.destroy_process_group()
+    with run_folder.locked(folder) if first else contextlib.nullcontext():
+        if first:
+            finished = run_folder.check(resolved, world)
+        else:  # a finished run is left as it is: the first process will not join the process group
+            finished = run_folder.finished_run(folder) if resolved.resume else None
+        if finished is not None:
+            print(
+                f"calbench train: the run in {folder} finished already ({finished.get('steps')} steps): nothing to do"
+            )
+            return folder / run_folder.ADAPTER
+        try:
+            trainer, data = build(resolved)
+        except (OSError, ValueError, KeyError) as err:  # a model that cannot be loaded, unknown target modules
+            raise RunSetupError(f"cannot set up the run ({type(err).__name__}: {err})".replace("\n", " ")) from err
+        checkpoint = None
+        if first:
+            checkpoint, _ = run_folder.start(resolved, world)
+            print(json.dumps({"calbench train": resolved.to_dict()}, indent=2), flush=True)
+        if world > 1:
+            trainer.accelerator.wait_for_everyone()
+            if not first:
+                checkpoint = run_folder.decided(resolved)
+        progress = trainer.progress
+        progress.before = run_folder.progress_of(checkpoint)
+        if checkpoint is not None:
+            print(f"calbench train: resuming from {checkpoint}", flush=True)
+        result = _train_or_finish(trainer, checkpoint)
+        try:
+            if trainer.is_world_process_zero():
+                _install(trainer, data, resolved, result)
+        finally:
+            if world > 1:  # every process leaves the group together: one that exits while gloo's
+                trainer.accelerator.wait_for_everyone()  # threads still run aborts ("terminate called")
+                torch.distributed.destroy_process_group()
     return folder / run_folder.ADAPTER
+
+
+def _train_or_finish(trainer: CalibrationTrainer, checkpoint: Path | None) -> Any:
+    """``trainer.train``, resuming from ``checkpoint``; a checkpoint at the run's last step (a kill
+    after it, before the adapter was written) is not trained on (transformers would take one
+    more step): its weights and state are loaded, and the run ends there."""
+    if checkpoint is not None:
+        state = TrainerState.load_from_json(str(checkpoint / "trainer_state.json"))
+        if state.max_steps > 0 and state.global_step >= state.max_steps:
+            from peft import set_peft_model_state_dict
+            from safetensors.torch import load_file
+
+            set_peft_model_state_dict(trainer.model, load_file(str(checkpoint / "adapter_model.safetensors")))
+            trainer.state = state
+            print(f"calbench train: {checkpoint} is the run's last step: nothing left to train", flush=True)
+            return SimpleNamespace(global_step=state.global_step)
+    return trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+
+
+def check_adapter(model: Any, tokenizer: Any) -> None:
+    """Refuse an adapter that would break every evaluation: non-finite LoRA weights, or logits that
+    are not finite on a short text (weights too large, e.g. from an absurd learning rate)."""
+    for name, tensor in model.named_parameters():
+        if "lora_" in name and not bool(torch.isfinite(tensor).all()):
+            raise BrokenAdapterError(f"the trained adapter's {name} is not finite: not installed")
+    ids = tokenizer("Sample one number from a Poisson distribution with rate 3.", return_tensors="pt")["input_ids"]
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        logits = model(input_ids=ids.to(device)).logits
+    model.train(was_training)
+    if not bool(torch.isfinite(logits).all()):
+        raise BrokenAdapterError(
+            "with the trained adapter the model's logits are not finite (its weights are too large): not installed; "
+            "a lower --lr usually helps"
+        )
 
 
 def _install(trainer: CalibrationTrainer, data: TrainingSet, resolved: TrainConfig, result: Any) -> None:
@@ -324,8 +391,11 @@ def _install(trainer: CalibrationTrainer, data: TrainingSet, resolved: TrainConf
     folder = Path(resolved.output)
     progress = trainer.progress
     tmp = folder / run_folder.PARTIAL
+    if tmp.is_symlink():  # never write the adapter through a planted link
+        tmp.unlink()
     shutil.rmtree(tmp, ignore_errors=True)
     model: Any = trainer.model
+    check_adapter(model, data.tokenizer)
     model.save_pretrained(tmp)
     data.tokenizer.save_pretrained(tmp)
     so_far = progress.so_far()
