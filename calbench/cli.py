@@ -65,7 +65,7 @@ def cmd_eval(args: argparse.Namespace, passthrough: Sequence[str]) -> int:
 
     try:
         latest = runner.eval_cli(passthrough, num_samples=args.num_samples)
-    except runner.EvalArgumentError as err:
+    except (runner.EvalArgumentError, runner.EvalRunError) as err:
         return _fail("eval", err)
     if latest is not None:
         print(tables.summaries(latest))
@@ -148,7 +148,7 @@ def cmd_leaderboard_add(args: argparse.Namespace) -> int:
     from calbench.leaderboard import records
 
     path = records.add_record(
-        args.name, args.type, args.results, args.command, args.results_dir, args.drift, args.adapter
+        args.name, args.type, args.results, args.command, args.results_dir, args.drift, args.adapter, args.replace
     )
     print(f"written: {path}")
     return 0
@@ -376,6 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_add.add_argument("results", nargs="+", type=Path, help="results_*.json files of this system")
     p_add.add_argument("--drift", type=Path, help="calbench drift --output JSON holding this adapter's drift")
     p_add.add_argument("--adapter", help="the adapter folder to look up in --drift")
+    p_add.add_argument("--replace", action="store_true", help="replace an existing record of the same name")
     p_add.add_argument("--results-dir", type=Path, default=store)
     p_add.set_defaults(func=cmd_leaderboard)
 

@@ -11,6 +11,7 @@ Every failure to read is an ``LmEvalOutputError`` naming the file (and line).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -80,9 +81,73 @@ def noveltybench_log(path: Path) -> tuple[str, list[dict[str, Any]]]:
     return match.group(1), list(read_samples(path))
 
 
-def task_samples(results_file: Path, task: str) -> list[dict[str, Any]]:
-    """Every record of ``task``'s samples log of the run of ``results_file``."""
-    return list(read_samples(samples_log(results_file, task)))
+def task_samples(results_file: Path, task: str, results: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Every record of ``task``'s samples log of the run of ``results_file``, checked to be that
+    run's log by its content (``check_log``), not only by the timestamp in its name."""
+    log = samples_log(results_file, task)
+    records = list(read_samples(log))
+    check_log(load_results(results_file) if results is None else results, task, records, log)
+    return records
+
+
+def _request_settings(record: Mapping[str, Any]) -> list[Any]:
+    """The generation settings of each request of a logged document: a generate_until request's
+    second argument (lm-eval logs the arguments as a list, or as ``{"gen_args_0": {"arg_0": ...,
+    "arg_1": ...}}``)."""
+    arguments = record.get("arguments")
+    requests = arguments.values() if isinstance(arguments, Mapping) else arguments or []
+    out = []
+    for request in requests:
+        if isinstance(request, Mapping):
+            out.append(request.get("arg_1"))
+        elif isinstance(request, list) and len(request) > 1:
+            out.append(request[1])
+    return out
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def check_log(results: Mapping[str, Any], task: str, records: Sequence[Mapping[str, Any]], log: Path) -> None:
+    """Refuse a samples log that is not the log of this run's ``task``: lm-eval's task hash over
+    the logged documents, prompts and targets (so another task's log, a ``--limit`` run's, or
+    one with records missing, fails), the number of documents, each document's number of
+    responses (the task's ``repeats``) and the generation settings of its requests."""
+    if not records:
+        raise LmEvalOutputError(f"{log}: the samples log is empty")
+    where = f"{log}: not the samples log of this run's {task}"
+    counts = results.get("n-samples", {}).get(task, {})
+    effective = counts.get("effective") if isinstance(counts, Mapping) else None
+    if effective is not None and len(records) != effective:
+        raise LmEvalOutputError(f"{where} ({len(records)} documents logged, the run scored {effective})")
+    doc_ids = [r.get("doc_id") for r in records]
+    if len(set(map(str, doc_ids))) != len(doc_ids):
+        raise LmEvalOutputError(f"{where} (a document is logged twice)")
+    expected = results.get("task_hashes", {}).get(task)
+    if expected:
+        try:
+            found = hash_string("".join(r["doc_hash"] + r["prompt_hash"] + r["target_hash"] for r in records))
+        except (KeyError, TypeError) as err:
+            raise LmEvalOutputError(f"{where} (a record lacks lm-eval's hashes: {err})") from err
+        if found != expected:
+            raise LmEvalOutputError(f"{where} (its documents, prompts or targets differ: task hash mismatch)")
+    config = results.get("configs", {}).get(task, {})
+    repeats, settings = config.get("repeats"), config.get("generation_kwargs")
+    for n, record in enumerate(records, 1):
+        responses = record.get("resps") or []
+        group = responses[0] if isinstance(responses, list) and len(responses) == 1 else None
+        if isinstance(repeats, int) and isinstance(group, list) and len(group) != repeats:  # (protocols: several)
+            raise LmEvalOutputError(f"{where} (document {n}: {len(group)} responses, the task repeats {repeats})")
+        if settings is not None and config.get("output_type") == "generate_until":
+            logged = _request_settings(record)
+            if any(_canonical(s) != _canonical(settings) for s in logged):
+                raise LmEvalOutputError(f"{where} (document {n} was generated with other settings: {logged[0]})")
+
+
+def hash_string(text: str) -> str:
+    """lm-eval's own hash of a string (``lm_eval.utils.hash_string``)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def item_value(sample: Mapping[str, Any], metric: str) -> float | None:
@@ -97,8 +162,14 @@ def item_value(sample: Mapping[str, Any], metric: str) -> float | None:
 
 
 def latest_results(output_path: Path, since: float = 0.0) -> Path | None:
-    """The newest lm-eval ``results_*.json`` under ``output_path`` written after ``since``."""
-    candidates = [p for p in Path(output_path).rglob("results_*.json") if p.stat().st_mtime >= since]
+    """The newest lm-eval ``results_*.json`` under ``output_path`` written after ``since`` (for an
+    ``output_path`` that names a ``.json`` file, the ``<name>_<stamp>.json`` beside it)."""
+    path = Path(output_path)
+    if path.suffix == ".json":
+        found = (p for p in path.parent.glob(f"{path.stem}_*.json") if STAMP.search(p.stem))
+    else:
+        found = path.rglob("results_*.json")
+    candidates = [p for p in found if p.stat().st_mtime >= since]
     return max(candidates, key=lambda p: p.stat().st_mtime, default=None)
 
 

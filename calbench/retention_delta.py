@@ -79,7 +79,7 @@ def run_of_results(results_file: Path) -> Run:
     out = {}
     for task in set(results.get("configs", {})) & set(results.get("results", {})):
         overall = lm_eval_io.overall_metrics(results["results"][task])
-        samples = lm_eval_io.task_samples(results_file, task)
+        samples = lm_eval_io.task_samples(results_file, task, results)
         out[task] = TaskItems(overall, item_scores(samples, list(overall)))
     return out
 

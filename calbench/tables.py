@@ -3,11 +3,15 @@
 ``fmt`` writes an estimate as its value ± the half-width of its 95% interval (1.96
 standard errors); ``numeric_table`` prints a numeric task's families as rows, one line per
 system; ``overall_table`` the transfer tasks' overall metrics. The results are read with
-``calbench.lm_eval_io``.
+``calbench.lm_eval_io``. ``code_block`` and ``code_span`` show any text as code in a
+rendered page: a command with backticks or a code fence in it stays code (CommonMark closes
+a fence or span only with a backtick run of its own length, so the delimiters are longer
+than any run inside).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -99,3 +103,21 @@ def summaries(results_file: Path) -> str:
         parts.append(f"\ncalbench: {task} — {model}\n" + overall_table([(model, results["results"][task])]))
     parts.append(f"\nresults: {results_file}")
     return "\n".join(parts)
+
+
+def _longest_backticks(text: str) -> int:
+    return max((len(m) for m in re.findall(r"`+", text)), default=0)
+
+
+def code_block(text: str, language: str = "") -> list[str]:
+    """The lines of a fenced code block holding ``text``."""
+    fence = "`" * max(3, _longest_backticks(text) + 1)
+    return [fence + language, text, fence]
+
+
+def code_span(text: str) -> str:
+    """``text`` as inline code (on one line)."""
+    text = " ".join(text.split("\n"))
+    ticks = "`" * (_longest_backticks(text) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"

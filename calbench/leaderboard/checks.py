@@ -64,6 +64,7 @@ def check_run(results: Mapping[str, Any], source: str = "run") -> None:
 
 
 GENERATION_CONFIG_BACKENDS = ("hf", "vllm")  # they apply a model's generation_config.json to sampling
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")  # org/name: taken for a hub id when no such folder is here
 
 
 def check_generation_config(results: Mapping[str, Any], source: str = "run") -> None:
@@ -77,8 +78,13 @@ def check_generation_config(results: Mapping[str, Any], source: str = "run") -> 
     if backend not in GENERATION_CONFIG_BACKENDS or not pretrained:
         return
     path = _generation_config_file(str(pretrained), model_args(results).get("revision"))
+    if path is None and not Path(str(pretrained)).exists() and not HUB_ID.fullmatch(str(pretrained)):
+        raise RefusedRunError(
+            f"{source}: the model {pretrained} cannot be found from {Path.cwd()}, so its generation_config.json "
+            "cannot be checked: add the run from the folder it was started in (or with the model's absolute path)"
+        )
     if path is None:
-        return  # a hub model not in this machine's cache: nothing here to check against
+        return  # a folder without one, or a hub model not in this machine's cache: nothing here to check against
     try:
         generation_config = json.loads(path.read_text())
     except ValueError as err:
@@ -224,3 +230,41 @@ def _validate_task(field: str, task: str, entry: Any) -> None:
             raise _problem(f"{field}.families.{family}", "not a calbench family with an object of metrics")
         for metric, pair in metrics.items():
             _check_pair(f"{field}.families.{family}.{metric}", pair, ours)
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and float(value).is_integer() and value >= 0
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def validate_stored(source: str, kind: str, values: list[Any], entry: Mapping[str, Any]) -> None:
+    """Refuse stored samples or per-item scores (``samples/<name>.json``) that a run cannot have
+    produced: per prompt, a calbench family and its target, a whole number of responses and at
+    most that many valid answers, each a finite number; per item, finite scores within their
+    metric's range; one entry per scored document."""
+    prompts = entry.get("prompts")
+    if prompts is not None and len(values) != prompts:
+        raise RefusedRunError(f"{source}: {len(values)} {kind} stored, the task scored {prompts} documents")
+    for n, value in enumerate(values, 1):
+        where = f"{source}: {kind}[{n}]"
+        if not isinstance(value, dict):
+            raise RefusedRunError(f"{where}: must be an object")
+        if kind == "samples":
+            family, target, count, answers = (value.get(k) for k in ("family", "target", "n", "values"))
+            if family not in FAMILIES or not (isinstance(target, str) and target.startswith(f"{family}(")):
+                raise RefusedRunError(f"{where}: family {family!r} and target {target!r} are not a calbench law")
+            if not _whole(count) or count is None:
+                raise RefusedRunError(f"{where}.n: must be a whole number, got {count!r}")
+            if not isinstance(answers, list) or len(answers) > float(count) or not all(map(_finite, answers)):
+                raise RefusedRunError(f"{where}.values: must be at most n={count} finite numbers")
+        else:
+            scores = value.get("scores")
+            if not isinstance(scores, dict):
+                raise RefusedRunError(f"{where}.scores: must be an object of metrics")
+            for metric, score in scores.items():
+                known = find(metric)
+                if score is not None and not (_finite(score) and (known is None or known.allows(score))):
+                    raise RefusedRunError(f"{where}.scores.{metric}: {score!r} is not a possible value")

@@ -27,6 +27,7 @@ from calbench.metrics import prompt_records
 from calbench.metrics.table import arrow
 from calbench.protocols import PROTOCOLS
 from calbench.stats import Z95, Estimate, fmt
+from calbench.tables import code_span
 
 ORDER = ("independent", *PROTOCOLS)
 QUICK = "calbench_numeric_quick"
@@ -111,7 +112,9 @@ def markdown(runs: Sequence[Run], commands: Sequence[str]) -> str:
         "Value ± 95% interval half-width. The 42 selected prompts of the 30 families (calbench_numeric_quick and its "
         "protocol variants), re-scored from each run's samples as the leaderboard is; tokens/valid counts the "
         "model's tokens (the references: bytes) generated per valid sample; well_formed_rate: batch, exactly 10 "
-        "numbers; ssot, an Answer: line; verbalized, a parseable list. The runs: `" + command + "`; the table, "
+        "numbers; ssot, an Answer: line; verbalized, a parseable list. The runs: "
+        + code_span(command)
+        + "; the table, "
         "from their run records: `calbench leaderboard render`."
     )
     return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True) + "\n\n" + note + "\n"

@@ -19,10 +19,14 @@ retention-delta`` and the trade-off pair items. lm-eval's raw output is not need
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import fcntl
+import hashlib
 import json
 import math
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +39,18 @@ from calbench.leaderboard.checks import (
     check_name,
     check_run,
     validate_record,
+    validate_stored,
 )
 from calbench.metrics.prompt_records import prompt_values
-from calbench.provenance import atomic_write, calbench_commit, package_versions, sha256_json, weights_hash
+from calbench.provenance import (
+    LinkedPathError,
+    atomic_write,
+    calbench_commit,
+    check_no_links,
+    package_versions,
+    sha256_json,
+    weights_hash,
+)
 from calbench.retention_delta import item_scores
 from calbench.stats import Estimate
 
@@ -89,11 +102,10 @@ def evaluation_part(results_file: Path, evaluation: str) -> dict[str, Any]:
         protocol = protocols.sampling_protocol(task)
         try:
             if protocol is not None:
-                entry["samples"] = prompt_values(lm_eval_io.task_samples(results_file, task), task, protocol)
-            elif task in results.get("configs", {}):  # a task, not a group
-                log = _log_if_any(results_file, task)
-                if log is not None:
-                    entry["items"] = item_scores(list(lm_eval_io.read_samples(log)), list(entry["overall"]))
+                entry["samples"] = prompt_values(lm_eval_io.task_samples(results_file, task, results), task, protocol)
+            elif task in results.get("configs", {}) and _log_if_any(results_file, task) is not None:  # a task
+                logged = lm_eval_io.task_samples(results_file, task, results)
+                entry["items"] = item_scores(logged, list(entry["overall"]))
         except ValueError as err:  # a missing or malformed samples log
             raise RefusedRunError(str(err)) from err
         tasks[task] = entry
@@ -113,7 +125,10 @@ def _log_if_any(results_file: Path, task: str) -> Path | None:
 
 
 def _system(model: Mapping[str, Any]) -> tuple[Any, ...]:
-    return (model.get("backend"), model.get("pretrained"), model.get("adapter"))
+    """A system is its backend, its model and adapter, and their weights: two folders of one name
+    with other weights are two systems."""
+    keys = ("backend", "pretrained", "weights_sha256", "adapter", "adapter_sha256")
+    return tuple(model.get(k) for k in keys)
 
 
 def assemble_record(
@@ -187,17 +202,52 @@ def build_record(
 STORED = ("samples", "items")  # what a task entry keeps beside the record, in samples/<name>.json
 
 
-def save_record(record: Mapping[str, Any], folder: Path) -> Path:
+STORE_LOCK = ".calbench_store.lock"
+
+
+@contextlib.contextmanager
+def store_lock(folder: Path) -> Iterator[None]:
+    """One writer at a time in a results folder (an exclusive lock, waited for; the kernel drops
+    it if its holder dies): a record and its samples file are always written together."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(folder / STORE_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as err:
+        raise RefusedRunError(f"{folder}: cannot lock the results folder ({err.strerror})") from err
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def save_record(record: Mapping[str, Any], folder: Path, replace: bool = True) -> Path:
     """``<folder>/<name>.json`` (readable) and what it stores beside it (valid answers, per-item
-    scores) in ``<folder>/samples/<name>.json``."""
+    scores) in ``<folder>/samples/<name>.json``, whose SHA-256 the record keeps. Under the
+    store's lock, never through a symbolic link inside ``folder``; an existing record of the same
+    name is replaced only with ``replace``."""
     check_name(record["name"])
     validate_record(record, record["name"])
     head = copy.deepcopy(dict(record))
     samples = {t: e.pop(k) for t, e in head["tasks"].items() for k in STORED if k in e}
     path = folder / f"{record['name']}.json"
-    if samples:
-        atomic_write(folder / "samples" / path.name, json.dumps(samples, sort_keys=True, separators=(",", ":")) + "\n")
-    atomic_write(path, json.dumps(head, indent=1, sort_keys=True) + "\n")
+    text = json.dumps(samples, sort_keys=True, separators=(",", ":")) + "\n" if samples else None
+    head.pop("samples_sha256", None)
+    if text is not None:
+        head["samples_sha256"] = hashlib.sha256(text.encode()).hexdigest()
+    try:
+        with store_lock(folder):
+            if not replace and (path.exists() or path.is_symlink()):
+                raise RefusedRunError(f"{path} exists: pass --replace to replace the record {record['name']!r}")
+            if text is not None:
+                atomic_write(folder / "samples" / path.name, text, no_links=folder)
+            else:
+                check_no_links(folder / "samples" / path.name, folder)
+                (folder / "samples" / path.name).unlink(missing_ok=True)  # no stale samples beside a new record
+            atomic_write(path, json.dumps(head, indent=1, sort_keys=True) + "\n", no_links=folder)
+    except LinkedPathError as err:
+        raise RefusedRunError(str(err)) from err
     return path
 
 
@@ -212,9 +262,15 @@ def load_record(path: Path) -> dict[str, Any]:
     if record["name"] != path.stem:
         raise RefusedRunError(f"{path}: name: {record['name']!r} is not the file's name {path.stem!r}")
     samples = path.parent / "samples" / path.name
+    digest = record.pop("samples_sha256", None)
+    if digest is not None and not samples.is_file():
+        raise RefusedRunError(f"{path}: its samples file {samples} is missing")
     if samples.is_file():
+        text = samples.read_text()
+        if digest is not None and hashlib.sha256(text.encode()).hexdigest() != digest:
+            raise RefusedRunError(f"{samples}: not the file saved with {path.name} (SHA-256 differs: edited?)")
         try:
-            stored = json.loads(samples.read_text())
+            stored = json.loads(text)
         except ValueError as err:
             raise RefusedRunError(f"{samples}: not JSON ({err})") from err
         if not isinstance(stored, dict):
@@ -223,6 +279,7 @@ def load_record(path: Path) -> dict[str, Any]:
             if task not in record["tasks"] or not isinstance(values, list):
                 raise RefusedRunError(f"{samples}: {task}: no such task in the record, or not a list")
             kind = "samples" if protocols.sampling_protocol(task) is not None else "items"
+            validate_stored(f"{samples}: {task}", kind, values, record["tasks"][task])
             record["tasks"][task][kind] = values
     return dict(record)
 
@@ -309,7 +366,9 @@ def add_record(
     results_dir: Path,
     drift_file: Path | None = None,
     adapter: str | Path | None = None,
+    replace: bool = False,
 ) -> Path:
-    """Build one system's record (with its adapter's drift, if given) and save it under ``results_dir``."""
+    """Build one system's record (with its adapter's drift, if given) and save it under
+    ``results_dir``; an existing record of that name is replaced only with ``replace``."""
     drift = adapter_drift(drift_file, adapter) if drift_file else None
-    return save_record(build_record(name, entry_type, results_files, command, drift), results_dir)
+    return save_record(build_record(name, entry_type, results_files, command, drift), results_dir, replace)

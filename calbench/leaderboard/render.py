@@ -37,6 +37,7 @@ from calbench.leaderboard.numbers import (
 from calbench.metrics.table import arrow
 from calbench.provenance import atomic_write
 from calbench.stats import Estimate, fmt
+from calbench.tables import code_block
 
 Cell = Estimate | str  # a value with its standard error, or why there is none
 Column = tuple[str, Callable[[Mapping[str, Any]], Cell]]
@@ -179,7 +180,7 @@ def render(records: Sequence[Mapping[str, Any]], plot_files: Sequence[str] = ())
         lines += [" · ".join(f"[{Path(p).stem}]({p})" for p in plot_files[2:]), ""]
     lines += ["## Systems and how to reproduce them", ""]
     for r in order:
-        lines += [f"**{r['name']}** ({r['type']}): {_describe(r)}", "", "```bash", r["command"].strip(), "```", ""]
+        lines += [f"**{r['name']}** ({r['type']}): {_describe(r)}", "", *code_block(r["command"].strip(), "bash"), ""]
     files["README.md"] = "\n".join(lines).rstrip() + "\n"
     return files
 
