@@ -116,3 +116,30 @@ def atomic_write(path: Path, text: str, no_links: Path | None = None) -> None:
 def write_json(path: Path, data: Mapping[str, Any], no_links: Path | None = None) -> None:
     """``atomic_write`` of a JSON object, indented."""
     atomic_write(path, json.dumps(data, indent=2) + "\n", no_links)
+
+
+def check_adapter_folder(folder: Path) -> None:
+    """A LoRA adapter folder that peft can load and whose weights are finite (``ValueError`` if not)."""
+    if not folder.is_dir():
+        return  # a hub adapter id: peft fetches and checks it
+    config = folder / "adapter_config.json"
+    try:
+        json.loads(config.read_text())
+    except (OSError, ValueError) as err:
+        raise ValueError(f"not a LoRA adapter folder: {config.name} is missing or not JSON ({err})") from None
+    weights = folder / "adapter_model.safetensors"
+    if not weights.is_file():
+        return  # a .bin adapter: peft reads it
+    try:
+        from safetensors import safe_open
+
+        with safe_open(str(weights), framework="pt") as f:
+            for name in f.keys():  # noqa: SIM118 (safe_open is not a dict)
+                import torch
+
+                if not bool(torch.isfinite(f.get_tensor(name)).all()):
+                    raise ValueError(f"{weights.name}: {name} holds NaN or infinite weights")
+    except ValueError:
+        raise
+    except Exception as err:  # safetensors' own error types: a truncated or corrupt file
+        raise ValueError(f"{weights.name} cannot be read ({type(err).__name__}: {err})") from None

@@ -9,8 +9,11 @@ defaults, so every lm-eval flag keeps working.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +21,7 @@ from typing import Any
 
 from calbench import policy, tasks_path
 from calbench.policy import THINKING_DEFAULT, needs_thinking_default, run_metadata
+from calbench.provenance import check_adapter_folder
 
 DEFAULT_OUTPUT = Path("calbench_results")
 
@@ -104,6 +108,11 @@ class EvalArgumentError(ValueError):
     """A ``calbench eval`` command line that cannot run: said in one line, before any model loads."""
 
 
+class EvalRunError(RuntimeError):
+    """A ``calbench eval`` run that failed or lost its results: said in one line, exit non-zero
+    (``CALBENCH_TRACEBACK=1`` shows lm-eval's traceback instead)."""
+
+
 def lm_eval_args(args: Sequence[str], num_samples: int | None = None) -> argparse.Namespace:
     """lm-eval's own parse of a command line, with calbench's defaults added where the user gave none.
 
@@ -123,12 +132,21 @@ def lm_eval_args(args: Sequence[str], num_samples: int | None = None) -> argpars
     if num_samples is not None and num_samples < 1:
         raise EvalArgumentError(f"--num-samples must be a positive integer, got {num_samples}")
     saved, sys.argv = sys.argv, ["lm_eval", *args]
+    said = io.StringIO()
     try:
-        ns = HarnessCLI().parse_args()  # inserts lm-eval's `run` command when none is given
+        with contextlib.redirect_stderr(said):
+            ns = HarnessCLI().parse_args()  # inserts lm-eval's `run` command when none is given
     except ValueError as err:  # lm-eval's parser raises for malformed JSON
         raise EvalArgumentError(str(err)) from None
+    except SystemExit as exit_:  # argparse: usage and "error: ..." (or --help, which exits 0)
+        if not exit_.code:
+            sys.stdout.write(said.getvalue())
+            raise
+        lines = [line for line in said.getvalue().splitlines() if ": error: " in line]
+        raise EvalArgumentError(lines[-1].split(": error: ", 1)[1] if lines else said.getvalue().strip()) from None
     finally:
         sys.argv = saved
+    sys.stderr.write(said.getvalue())
     if ns.command != "run":
         return ns
     if getattr(ns, "config", None):
@@ -178,9 +196,13 @@ def _looks_local(value: str) -> bool:
 
 
 def check_eval_args(ns: argparse.Namespace) -> None:
-    """Refuse, in one line, what would fail later: unknown calbench tasks, model folders that do not exist."""
+    """Refuse, in one line, what would fail later: no or unknown tasks, an unknown backend, model
+    folders that do not exist (or a bare name that is neither a folder nor a cached hub model
+    offline), a broken adapter, metadata keys a task sets itself, an output folder calbench
+    cannot write in or whose model subfolder name would be too long."""
     if ns.command != "run":
         return
+    ns.tasks = [t for t in (ns.tasks or []) if isinstance(t, str) and t.strip()]
     if not ns.tasks:
         raise EvalArgumentError("name the tasks to run with --tasks (calbench's: calbench tasks-path lists the YAML)")
     known = calbench_task_names(Path(ns.include_path))
@@ -190,16 +212,120 @@ def check_eval_args(ns: argparse.Namespace) -> None:
             hint = f"; did you mean {', '.join(close)}?" if close else ""
             raise EvalArgumentError(f"unknown task {task!r}{hint}")
     model = ns.model or "hf"
+    _check_backend(model)
     if model not in policy.ENUMERATION_BACKENDS and set(ns.tasks) & set(policy.ENUMERATION_TASKS):
         raise EvalArgumentError(
             f"the sample-free tasks ({', '.join(sorted(set(ns.tasks) & set(policy.ENUMERATION_TASKS)))}) walk the "
             f"model's token tree, which --model {model} cannot do: run them with --model calbench-hf "
             f"(or {' / '.join(policy.REFERENCE_MODELS)})"
         )
+    args = ns.model_args or {}
     for key in ("pretrained", "peft", "lora_local_path", "tokenizer"):
-        value = (ns.model_args or {}).get(key)
+        value = args.get(key)
         if isinstance(value, str) and _looks_local(value) and not Path(value).expanduser().exists():
             raise EvalArgumentError(f"{key}={value}: no such file or folder")
+    pretrained = args.get("pretrained")
+    if isinstance(pretrained, str) and model not in policy.REFERENCE_MODELS:
+        _check_model_reference(pretrained)
+    for key in ("peft", "lora_local_path"):
+        if isinstance(args.get(key), str):
+            try:
+                check_adapter_folder(Path(str(args[key])).expanduser())  # (calbench.provenance)
+            except ValueError as err:
+                raise EvalArgumentError(f"{key}={args[key]}: {err}") from None
+    _check_metadata(ns)
+    _check_output(ns, pretrained)
+
+
+def _check_backend(model: str) -> None:
+    from lm_eval.api.registry import get_model
+
+    from calbench.backends import register
+
+    register()
+    try:
+        get_model(model)
+    except (ValueError, KeyError, ImportError) as err:
+        first = str(err).split("\n", 1)[0]
+        raise EvalArgumentError(f"--model {model}: not an lm-eval backend here ({first[:300]})") from None
+
+
+def _check_model_reference(pretrained: str) -> None:
+    """A bare model name that is no folder here must be a hub model this machine can get."""
+    from calbench import model_catalogue
+
+    if Path(pretrained).expanduser().exists() or pretrained in model_catalogue.CATALOGUE:
+        return
+    offline = os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes")
+    if not offline:
+        return  # the hub may have it: transformers says so if not
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(pretrained, "config.json")
+    except (ImportError, ValueError):
+        cached = None
+    if not isinstance(cached, str):
+        raise EvalArgumentError(
+            f"pretrained={pretrained}: not a folder here, not a calbench catalogue model "
+            f"({', '.join(model_catalogue.CATALOGUE)}), and not in the Hugging Face cache (HF_HUB_OFFLINE is set)"
+        )
+
+
+def _task_settings(include_path: Path) -> dict[str, str]:
+    """Keyword arguments calbench's task YAML set themselves (``dataset_kwargs``): key -> a task."""
+    import yaml
+
+    class _Loader(yaml.SafeLoader):
+        pass
+
+    _Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
+    out: dict[str, str] = {}
+    for path in sorted(include_path.glob("*.yaml")):
+        try:
+            config = yaml.load(path.read_text(), Loader=_Loader) or {}
+        except yaml.YAMLError:
+            continue
+        for key in config.get("dataset_kwargs") or {}:
+            out.setdefault(str(key), str(config.get("task") or path.stem))
+    return out
+
+
+def _check_metadata(ns: argparse.Namespace) -> None:
+    metadata = ns.metadata or {}
+    if not isinstance(metadata, dict):
+        raise EvalArgumentError(f"--metadata must be key=value pairs or a JSON object, got {metadata!r}")
+    own = _task_settings(Path(ns.include_path))
+    clash = sorted(set(metadata) & set(own))
+    if clash:
+        raise EvalArgumentError(
+            f"--metadata {', '.join(clash)}: a setting calbench's tasks fix in their YAML (dataset_kwargs, e.g. "
+            f"{own[clash[0]]}), not metadata: choose the task that has the setting you want instead"
+        )
+    count = metadata.get("num_samples")
+    if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
+        raise EvalArgumentError(f"--metadata num_samples must be a positive integer, got {count!r}")
+
+
+def _check_output(ns: argparse.Namespace, pretrained: Any) -> None:
+    """The output folder can be written, and lm-eval's subfolder for the model gets a legal name."""
+    from lm_eval.utils import sanitize_model_name
+
+    out = Path(ns.output_path).expanduser()
+    folder = out.parent if out.suffix == ".json" else out
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".calbench-write-check-"):
+            pass
+    except OSError as err:
+        raise EvalArgumentError(f"--output_path {ns.output_path}: cannot write there ({err.strerror})") from None
+    if isinstance(pretrained, str) and out.suffix != ".json":  # lm-eval's <output>/<model>/results_*.json
+        name = sanitize_model_name(pretrained)
+        if len(name.encode()) > 255:
+            raise EvalArgumentError(
+                f"pretrained={pretrained[:60]}...: lm-eval names its output folder after the model path, here "
+                f"{len(name.encode())} bytes, longer than a file name may be (255): use a shorter path or a link"
+            )
 
 
 def calbench_task_names(include_path: Path) -> set[str]:
@@ -239,7 +365,24 @@ def eval_cli(args: Sequence[str], num_samples: int | None = None) -> Path | None
     except ValueError as err:
         if str(err).startswith("Tasks not found"):  # lm-eval's check, before any model loads
             raise EvalArgumentError(str(err)) from None
-        raise
+        if os.environ.get("CALBENCH_TRACEBACK"):
+            raise
+        raise EvalRunError(_one_line(err)) from err
+    except (OSError, RuntimeError, TypeError, KeyError) as err:
+        if os.environ.get("CALBENCH_TRACEBACK"):
+            raise
+        raise EvalRunError(_one_line(err)) from err
     if ns.command != "run":
         return None
-    return latest_results(Path(ns.output_path), since=started)
+    latest = latest_results(Path(ns.output_path), since=started)
+    if latest is None:
+        raise EvalRunError(
+            f"lm-eval wrote no results file under {ns.output_path}: this run's results are lost "
+            "(see lm-eval's log above: a folder it could not write in, or a file name too long)"
+        )
+    return latest
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split())
+    return f"{type(err).__name__}: {text[:500]} (CALBENCH_TRACEBACK=1 shows the traceback)"

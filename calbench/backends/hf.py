@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -45,6 +46,7 @@ from calbench.backends.tree_attention import cache_kwarg, output_cache, score_tr
 from calbench.metrics.enumeration import Enumeration
 from calbench.metrics.likelihood import TokenLogprobs
 from calbench.policy import greedy_deviations, sampling_deviations
+from calbench.provenance import check_adapter_folder
 from calbench.trie import build_trie
 
 
@@ -89,6 +91,11 @@ class CalbenchHFLM(HFLM):
     def __init__(
         self, *args: Any, sampling_batch_size: int = 1024, sampling_cache_gb: float = 4.0, **kwargs: Any
     ) -> None:
+        if isinstance(kwargs.get("peft"), str):  # a broken adapter: one clear error, not peft's deep in loading
+            try:
+                check_adapter_folder(Path(kwargs["peft"]).expanduser())
+            except ValueError as err:
+                raise ValueError(f"calbench-hf: peft={kwargs['peft']}: {err}") from None
         super().__init__(*args, **kwargs)
         self.sampling_batch_size = int(sampling_batch_size)
         self.sampling_cache_gb = float(sampling_cache_gb)
