@@ -62,14 +62,15 @@ class RunFolderError(ValueError):
 
 @functools.lru_cache(maxsize=8)
 def base_identity(reference: str) -> dict[str, str]:
-    """The base model a run trains, as its weights: the SHA-256 of a local folder's (or an
-    installed catalogue model's) weight files, wherever it lies and however it is spelled; a hub
-    id (or a catalogue model not installed yet) as itself."""
+    """The base model a run trains, however ``--model`` spells it: a calbench catalogue model by
+    its name (its folder's path too: each entry is one pinned file); any other local folder by
+    the SHA-256 of its weight files, wherever it lies; a hub id as itself."""
     from calbench import model_catalogue
 
+    name = model_catalogue.catalogue_name(reference)
+    if name is not None:
+        return {"catalogue": name}
     path = Path(reference).expanduser()
-    if not path.exists() and model_catalogue.catalogue_name(reference) and model_catalogue.is_ready(reference):
-        path = model_catalogue.folder(reference)
     digest = weights_hash(path) if path.is_dir() else None
     return {"weights_sha256": digest} if digest else {"reference": reference}
 
@@ -311,7 +312,9 @@ def _differences(previous: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
 
 
 def _weights(base: dict[str, str]) -> str:
-    return f"(weights {base['weights_sha256']})" if "weights_sha256" in base else "(not a local folder)"
+    if "weights_sha256" in base:
+        return f"(weights {base['weights_sha256']})"
+    return "(calbench's catalogue model)" if "catalogue" in base else "(not a local folder)"
 
 
 def _exchange(a: Path, b: Path) -> bool:
