@@ -246,3 +246,14 @@ def test_root_is_no_exception_to_the_link_checks(tmp_path):
     (tmp_path / "root" / "sub").symlink_to(tmp_path)
     with pytest.raises(LinkedPathError):
         atomic_write(tmp_path / "root" / "sub" / "f", "x", no_links=tmp_path / "root")
+
+
+def test_a_per_request_seed_with_repeats_is_refused_as_the_collapse_it_is():
+    """A seed in the generation settings and ``repeats: K`` make vLLM return K copies of one sample."""
+    run = _results({"seed": 1234})
+    run["configs"]["t"]["repeats"] = 1000
+    with pytest.raises(RefusedRunError, match="1000 identical samples, not 1000 draws"):
+        checks.check_run(run)
+    run["configs"]["t"]["repeats"] = 1  # one sample per prompt: still not pure sampling's settings
+    with pytest.raises(RefusedRunError, match="did not sample at pure T=1 \\(seed=1234\\)"):
+        checks.check_run(run)

@@ -51,6 +51,13 @@ def check_run(results: Mapping[str, Any], source: str = "run") -> None:
                 "(--samples or --limit); leaderboard runs score every prompt"
             )
     for task, gen in _generation_settings(results):
+        repeats = results.get("configs", {}).get(task, {}).get("repeats") or 1
+        if gen.get("seed") is not None and isinstance(repeats, int) and repeats > 1:
+            raise RefusedRunError(
+                f"{source}: task {task} sends its {repeats} repeats of a prompt with one per-request seed "
+                f"(seed={gen['seed']}): a seeded engine (vLLM) returns {repeats} identical samples, not {repeats} draws; "
+                "drop the seed from the generation settings (lm-eval's --seed seeds the run)"
+            )
         wrong = decoding_deviations(task, gen)
         if wrong and task in GREEDY_TASKS:
             raise RefusedRunError(
