@@ -178,7 +178,8 @@ def test_more_bad_options_are_refused_before_anything_is_written(flags, named, c
     ("change", "message"),
     [
         ({"target_modules": ("q_proj", "no_such_proj")}, "no_such_proj"),
-        ({"model": "/no/such/model"}, "cannot set up the run"),
+        ({"model": "/no/such/model"}, "--model '/no/such/model': no such model folder"),
+        ({"model": "no-such-hub-model"}, "cannot set up the run"),
     ],
 )
 def test_a_run_that_cannot_start_writes_no_run_file(tiny_split, tmp_path, capsys, change, message):

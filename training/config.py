@@ -160,6 +160,8 @@ class TrainConfig:
         need(bool(self.target_modules), "target_modules", "name at least one module")
         need(not (self.resume and self.overwrite), "overwrite", "cannot be combined with --resume")
         need(bool(self.output) and not Path(self.output).is_file(), "output", "must be a folder, not a file")
+        path_like = self.model.startswith(("/", "./", "../", "~")) or self.model.count("/") > 1
+        need(not path_like or Path(self.model).expanduser().is_dir(), "model", "no such model folder")
         if self.effective_batch >= 1 and self.batch_size >= 1 and self.effective_batch % self.batch_size:
             out.append(f"--effective-batch {self.effective_batch} is not a multiple of --batch-size {self.batch_size}")
         return out
