@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -25,16 +26,17 @@ TASK = "calbench_numeric_quick"
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """Three oracle runs of the quick task, each in its own folder: 10 samples, 10 samples at
-    T=0.7, and 10 samples on 3 prompts (--limit)."""
+    """Oracle runs of the quick task, each in its own folder: 10 samples, 20 samples, 10 samples
+    at T=0.7, and 10 samples on 3 prompts (--limit)."""
     base = tmp_path_factory.mktemp("runs")
     out = {}
     for name, kwargs in (
         ("plain", {}),
+        ("twenty", {"num_samples": 20}),
         ("hot", {"gen_kwargs": "temperature=0.7"}),
         ("limited", {"limit": 3}),
     ):
-        runner.evaluate("calbench-oracle", [TASK], num_samples=10, output_path=base / name, **kwargs)
+        runner.evaluate("calbench-oracle", [TASK], **{"num_samples": 10, **kwargs}, output_path=base / name)
         out[name] = next((base / name).rglob("results_*.json"))
     return out
 
@@ -127,28 +129,38 @@ def test_impossible_stored_samples_are_refused(edit, message):
 # ---- case 10: concurrent writers ----------------------------------------------------------------
 
 ADD = """
-import sys
+import sys, time
 from calbench import cli
+from calbench.leaderboard import records
+pause = float(sys.argv[1])
+write = records.atomic_write
+def slow(path, text, no_links=None):  # the first writer dawdles between the samples and the head
+    write(path, text, no_links)
+    if pause and "samples" in str(path):
+        time.sleep(pause)
+records.atomic_write = slow
 sys.exit(cli.main(["leaderboard", "add", "oracle", "--type", "reference", "--command", "c",
-                   "--results-dir", sys.argv[1], *sys.argv[2:]]))
+                   "--results-dir", *sys.argv[2:]]))
 """
 
 
 @pytest.mark.integration
 def test_concurrent_adds_of_one_name_never_break_the_store(runs, tmp_path):
+    """Two writers of one name at once, each with its own run (10 and 20 samples per prompt), the
+    second starting while the first is between its samples and its head: the store always holds
+    one whole record, its samples from the same run as its head."""
     for round_ in range(4):
         store = tmp_path / f"store-{round_}"
         replace = ["--replace"] if round_ % 2 else []
-        procs = [
-            subprocess.Popen(
-                [sys.executable, "-c", ADD, str(store), str(runs["plain"]), *replace],
-                cwd=ROOT,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for _ in range(2)
-        ]
+        procs = []
+        for run, pause in (("plain", "1.5"), ("twenty", "0")):
+            argv = [sys.executable, "-c", ADD, pause, str(store), str(runs[run]), *replace]
+            procs.append(subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+            if run == "plain":  # the second starts once the first has written its samples
+                deadline = time.time() + 120
+                while not (store / "samples" / "oracle.json").exists():
+                    assert procs[0].poll() is None and time.time() < deadline, procs[0].stderr.read()
+                    time.sleep(0.02)
         codes = [p.wait(timeout=300) for p in procs]
         errs = [p.stderr.read() for p in procs if p.stderr]
         if replace:
@@ -156,7 +168,9 @@ def test_concurrent_adds_of_one_name_never_break_the_store(runs, tmp_path):
         else:  # one writes, the other finds its record and is refused in one line
             assert sorted(codes) == [0, 2], errs
             assert any("exists: pass --replace" in e for e in errs)
-        assert len(records.load_record(store / "oracle.json")["tasks"][TASK]["samples"]) == 42
+        task = records.load_record(store / "oracle.json")["tasks"][TASK]
+        assert len(task["samples"]) == 42
+        assert {p["n"] for p in task["samples"]} == {task["samples_per_prompt"]}  # head and samples of one run
 
 
 def test_add_replaces_a_record_only_when_told(runs, tmp_path, capsys):
