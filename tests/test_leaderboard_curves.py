@@ -159,3 +159,21 @@ def test_the_spread_over_seeds_is_the_mean_and_sd_of_each_runs_last_point(tmp_pa
     at = headers.index("calibration_score")
     assert rows["**mean** (3 runs)"].split("|")[at].strip() == f"{np.mean(scores):.3g}"
     assert rows["**sd over runs** (3 runs)"].split("|")[at].strip() == f"{np.std(scores, ddof=1):.3g}"
+
+
+def test_a_point_names_its_checkpoint_by_the_workdir_not_the_machine(tmp_path):
+    work = tmp_path / "runs"
+    checkpoint = f"{work}/r/train/checkpoint-4"
+    record = {
+        "model": {"adapter": checkpoint},
+        "recipe": {"adapter": {"path": checkpoint, "train": {}}},
+        "recipe_sha256": "old",
+        "evaluations": {"quick": {"command": f"calbench eval --model_args peft={checkpoint} --tasks t"}},
+    }
+    out = curves.portable(record, work)
+    assert out["model"]["adapter"] == out["recipe"]["adapter"]["path"] == "<workdir>/r/train/checkpoint-4"
+    assert (
+        out["evaluations"]["quick"]["command"]
+        == "calbench eval --model_args peft=<workdir>/r/train/checkpoint-4 --tasks t"
+    )
+    assert out["recipe_sha256"] == records.recipe_hash(out["recipe"]) != "old"

@@ -206,7 +206,7 @@ def run_curves(
             if step == 0:
                 _share_base(curves, run)
             path = run_row(recipe, workdir / run.name / "points")
-            record = light(records.load_record(path))
+            record = portable(light(records.load_record(path)), workdir)
             marker = json.loads((adapter / "calbench_checkpoint.json").read_text()) if adapter else {}
             cost = summary or {"steps": step, **marker}  # the run's averages, or so far
             examples = step * int(run.train["effective_batch"])
@@ -236,6 +236,24 @@ def light(record: dict[str, Any]) -> dict[str, Any]:
     for entry in record["tasks"].values():
         for key in LEFT_OUT:
             entry.pop(key, None)
+    return record
+
+
+def portable(record: dict[str, Any], workdir: Path) -> dict[str, Any]:
+    """A point's checkpoint lies in the machine's ``workdir`` (``--workdir``, often outside the
+    tree): the record names it ``<workdir>/...``, in its adapter, its recipe and its commands."""
+
+    def short(text: str) -> str:
+        return text.replace(str(Path(workdir).expanduser()), "<workdir>")
+
+    if record["model"].get("adapter"):
+        record["model"]["adapter"] = short(record["model"]["adapter"])
+    if (record.get("recipe") or {}).get("adapter"):
+        record["recipe"]["adapter"]["path"] = short(record["recipe"]["adapter"]["path"])
+        record["recipe_sha256"] = records.recipe_hash(record["recipe"])
+    for evaluation in record["evaluations"].values():
+        if isinstance(evaluation.get("command"), str):
+            evaluation["command"] = short(evaluation["command"])
     return record
 
 
