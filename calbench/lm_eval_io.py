@@ -105,10 +105,6 @@ def _request_settings(record: Mapping[str, Any]) -> list[Any]:
     return out
 
 
-def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, default=str)
-
-
 def check_log(results: Mapping[str, Any], task: str, records: Sequence[Mapping[str, Any]], log: Path) -> None:
     """Refuse a samples log that is not the log of this run's ``task``: lm-eval's task hash over
     the logged documents, prompts and targets (so another task's log, a ``--limit`` run's, or
@@ -141,7 +137,8 @@ def check_log(results: Mapping[str, Any], task: str, records: Sequence[Mapping[s
             raise LmEvalOutputError(f"{where} (document {n}: {len(group)} responses, the task repeats {repeats})")
         if settings is not None and config.get("output_type") == "generate_until":
             logged = _request_settings(record)
-            if any(_canonical(s) != _canonical(settings) for s in logged):
+            canonical = json.dumps(settings, sort_keys=True, default=str)
+            if any(json.dumps(s, sort_keys=True, default=str) != canonical for s in logged):
                 raise LmEvalOutputError(f"{where} (document {n} was generated with other settings: {logged[0]})")
 
 

@@ -7,12 +7,14 @@ leaves a half-written file behind.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import subprocess
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
@@ -130,16 +132,26 @@ def check_adapter_folder(folder: Path) -> None:
     weights = folder / "adapter_model.safetensors"
     if not weights.is_file():
         return  # a .bin adapter: peft reads it
+    import torch
+    from safetensors.torch import load_file
+
     try:
-        from safetensors import safe_open
-
-        with safe_open(str(weights), framework="pt") as f:
-            for name in f.keys():  # noqa: SIM118 (safe_open is not a dict)
-                import torch
-
-                if not bool(torch.isfinite(f.get_tensor(name)).all()):
-                    raise ValueError(f"{weights.name}: {name} holds NaN or infinite weights")
-    except ValueError:
-        raise
+        tensors = load_file(str(weights))
     except Exception as err:  # safetensors' own error types: a truncated or corrupt file
         raise ValueError(f"{weights.name} cannot be read ({type(err).__name__}: {err})") from None
+    for name, tensor in tensors.items():
+        if not bool(torch.isfinite(tensor).all()):
+            raise ValueError(f"{weights.name}: {name} holds NaN or infinite weights")
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: Path, wait: bool) -> Iterator[int]:
+    """Hold an exclusive ``flock`` on ``path`` (created, never through a link) for the block; the
+    kernel drops it when its holder dies. ``wait=False`` raises ``BlockingIOError`` at once if
+    another process holds it; a path that cannot be opened raises ``OSError``. Yields the fd."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        yield fd
+    finally:
+        os.close(fd)

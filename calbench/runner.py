@@ -274,18 +274,8 @@ def _check_model_reference(pretrained: str) -> None:
 
 def _task_settings(include_path: Path) -> dict[str, str]:
     """Keyword arguments calbench's task YAML set themselves (``dataset_kwargs``): key -> a task."""
-    import yaml
-
-    class _Loader(yaml.SafeLoader):
-        pass
-
-    _Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
     out: dict[str, str] = {}
-    for path in sorted(include_path.glob("*.yaml")):
-        try:
-            config = yaml.load(path.read_text(), Loader=_Loader) or {}
-        except yaml.YAMLError:
-            continue
+    for path, config in _task_configs(include_path):
         for key in config.get("dataset_kwargs") or {}:
             out.setdefault(str(key), str(config.get("task") or path.stem))
     return out
@@ -328,20 +318,30 @@ def _check_output(ns: argparse.Namespace, pretrained: Any) -> None:
             )
 
 
-def calbench_task_names(include_path: Path) -> set[str]:
-    """Task, tag and group names defined by the YAML in ``include_path`` (calbench's, by default)."""
+def _task_configs(include_path: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """Each task YAML in ``include_path`` with its top-level settings (lm-eval's ``!function``
+    tags read as nothing; a file that is not YAML left out: lm-eval reports its own errors)."""
     import yaml
 
     class _Loader(yaml.SafeLoader):
         pass
 
     _Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
-    names: set[str] = set()
-    for path in include_path.glob("*.yaml"):
+    out = []
+    for path in sorted(include_path.glob("*.yaml")):
         try:
             config = yaml.load(path.read_text(), Loader=_Loader) or {}
         except yaml.YAMLError:
-            continue  # lm-eval reports its own YAML errors
+            continue
+        if isinstance(config, dict):
+            out.append((path, config))
+    return out
+
+
+def calbench_task_names(include_path: Path) -> set[str]:
+    """Task, tag and group names defined by the YAML in ``include_path`` (calbench's, by default)."""
+    names: set[str] = set()
+    for _, config in _task_configs(include_path):
         for key in ("task", "group", "tag"):
             value = config.get(key)
             names.update([value] if isinstance(value, str) else [v for v in value or [] if isinstance(v, str)])
@@ -362,13 +362,9 @@ def eval_cli(args: Sequence[str], num_samples: int | None = None) -> Path | None
     started = time.time()
     try:
         HarnessCLI().execute(ns)
-    except ValueError as err:
-        if str(err).startswith("Tasks not found"):  # lm-eval's check, before any model loads
+    except (ValueError, OSError, RuntimeError, TypeError, KeyError) as err:
+        if isinstance(err, ValueError) and str(err).startswith("Tasks not found"):  # lm-eval's, before a model loads
             raise EvalArgumentError(str(err)) from None
-        if os.environ.get("CALBENCH_TRACEBACK"):
-            raise
-        raise EvalRunError(_one_line(err)) from err
-    except (OSError, RuntimeError, TypeError, KeyError) as err:
         if os.environ.get("CALBENCH_TRACEBACK"):
             raise
         raise EvalRunError(_one_line(err)) from err

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import fcntl
 import functools
 import json
 import os
@@ -40,7 +39,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from calbench.provenance import atomic_write, sha256_file, weights_hash
+from calbench.provenance import atomic_write, exclusive_lock, sha256_file, weights_hash
 from calbench.training.config import TrainConfig
 
 RUN_FILE = "calbench_run.json"
@@ -82,35 +81,35 @@ def identity(config: TrainConfig, world_size: int) -> dict[str, Any]:
     return {"options": options, "base_model": base_identity(config.model), "world_size": world_size}
 
 
+def _refuse_dangling(folder: Path) -> None:
+    if folder.is_symlink() and not folder.exists():
+        raise RunFolderError(
+            f"{folder} links to {os.readlink(folder)}, which does not exist: create it or pass another --output"
+        )
+
+
 @contextlib.contextmanager
 def locked(folder: Path) -> Iterator[None]:
     """Use the run folder alone: an exclusive lock held until the block ends (or the process dies:
     the kernel drops it), a second process refused at once. Creates the folder; a folder calbench
     cannot write in is refused here, before anything else."""
     folder = Path(folder)
-    if folder.is_symlink() and not folder.exists():
-        raise RunFolderError(
-            f"{folder} links to {os.readlink(folder)}, which does not exist: create it or pass another --output"
-        )
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-    except OSError as err:
-        raise RunFolderError(f"{folder}: cannot write in the run folder ({err.strerror})") from err
-    try:
+    _refuse_dangling(folder)
+    with contextlib.ExitStack() as held:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            folder.mkdir(parents=True, exist_ok=True)
+            fd = held.enter_context(exclusive_lock(folder / LOCK, wait=False))
         except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            holder = (folder / LOCK).read_text().strip() or "?"
             raise RunFolderError(
                 f"{folder} is in use by another calbench train (process {holder}): wait for it to end, "
                 "or choose another --output"
             ) from None
+        except OSError as err:
+            raise RunFolderError(f"{folder}: cannot write in the run folder ({err.strerror})") from err
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         yield
-    finally:
-        os.close(fd)
 
 
 def read_run(folder: Path) -> dict[str, Any] | None:
@@ -224,10 +223,7 @@ def check(config: TrainConfig, world_size: int) -> dict[str, Any] | None:
     """Whether ``config`` may use its run folder, changing nothing: raises ``RunFolderError`` if
     not; returns the run file of a finished run that is resumed (nothing to train), else None."""
     folder = Path(config.output)
-    if folder.is_symlink() and not folder.exists():
-        raise RunFolderError(
-            f"{folder} links to {os.readlink(folder)}, which does not exist: create it or pass another --output"
-        )
+    _refuse_dangling(folder)
     if not folder.is_dir():
         return None
     previous = read_run(folder)

@@ -21,11 +21,9 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import fcntl
 import hashlib
 import json
 import math
-import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -47,6 +45,7 @@ from calbench.provenance import (
     atomic_write,
     calbench_commit,
     check_no_links,
+    exclusive_lock,
     package_versions,
     sha256_json,
     weights_hash,
@@ -211,15 +210,12 @@ def store_lock(folder: Path) -> Iterator[None]:
     it if its holder dies): a record and its samples file are always written together."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    try:
-        fd = os.open(folder / STORE_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-    except OSError as err:
-        raise RefusedRunError(f"{folder}: cannot lock the results folder ({err.strerror})") from err
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(exclusive_lock(folder / STORE_LOCK, wait=True))
+        except OSError as err:
+            raise RefusedRunError(f"{folder}: cannot lock the results folder ({err.strerror})") from err
         yield
-    finally:
-        os.close(fd)
 
 
 def save_record(record: Mapping[str, Any], folder: Path, replace: bool = True) -> Path:
