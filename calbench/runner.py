@@ -22,6 +22,7 @@ from typing import Any
 from calbench import policy, tasks_path
 from calbench.policy import THINKING_DEFAULT, needs_thinking_default, run_metadata
 from calbench.provenance import check_adapter_folder
+from calbench.vllm_support import VLLMSetupError, check_vllm_args
 
 DEFAULT_OUTPUT = Path("calbench_results")
 
@@ -212,6 +213,12 @@ def check_eval_args(ns: argparse.Namespace) -> None:
             hint = f"; did you mean {', '.join(close)}?" if close else ""
             raise EvalArgumentError(f"unknown task {task!r}{hint}")
     model = ns.model or "hf"
+    args = ns.model_args or {}
+    if model == "vllm":  # before lm-eval imports it: a missing vLLM is named, not a bare ModuleNotFoundError
+        try:
+            check_vllm_args(args)
+        except VLLMSetupError as err:
+            raise EvalArgumentError(str(err)) from None
     _check_backend(model)
     if model not in policy.ENUMERATION_BACKENDS and set(ns.tasks) & set(policy.ENUMERATION_TASKS):
         raise EvalArgumentError(
@@ -219,7 +226,6 @@ def check_eval_args(ns: argparse.Namespace) -> None:
             f"model's token tree, which --model {model} cannot do: run them with --model calbench-hf "
             f"(or {' / '.join(policy.REFERENCE_MODELS)})"
         )
-    args = ns.model_args or {}
     for key in ("pretrained", "peft", "lora_local_path", "tokenizer"):
         value = args.get(key)
         if isinstance(value, str) and _looks_local(value) and not Path(value).expanduser().exists():

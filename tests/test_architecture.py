@@ -115,7 +115,11 @@ LAYERS = [
     (
         "io",
         lambda m: (
-            m in {f"calbench.{n}" for n in ("lm_eval_io", "provenance", "tables", "model_catalogue", "retention_delta")}
+            m
+            in {
+                f"calbench.{n}"
+                for n in ("lm_eval_io", "provenance", "tables", "model_catalogue", "retention_delta", "vllm_support")
+            }
         ),
     ),
     (
