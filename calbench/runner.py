@@ -22,7 +22,7 @@ from typing import Any
 from calbench import policy, tasks_path
 from calbench.policy import THINKING_DEFAULT, needs_thinking_default, run_metadata
 from calbench.provenance import check_adapter_folder
-from calbench.vllm_support import VLLMSetupError, check_vllm_args
+from calbench.vllm_support import VLLMSetupError, check_vllm_args, vllm_cpu_lora
 
 DEFAULT_OUTPUT = Path("calbench_results")
 
@@ -123,6 +123,8 @@ def lm_eval_args(args: Sequence[str], num_samples: int | None = None) -> argpars
 
     * ``--include_path``: calbench's task folder;
     * ``--output_path calbench_results`` and ``--log_samples``: results and per-sample logs;
+    * ``--batch_size auto`` on ``vllm`` (all requests to the engine at once), except for a LoRA on
+      vLLM's CPU build, whose LoRA logits kernel fails on a batch of log-likelihood requests;
     * ``enable_thinking=False`` in the model arguments of the backends that take it, so
       hybrid-reasoning chat templates answer directly (templates without it ignore it);
     * ``num_samples`` and calbench's run metadata (``policy.run_metadata``: a reference
@@ -158,6 +160,8 @@ def lm_eval_args(args: Sequence[str], num_samples: int | None = None) -> argpars
         ns.output_path = str(DEFAULT_OUTPUT)
     ns.log_samples = True
     model = ns.model or "hf"
+    if model == "vllm" and getattr(ns, "batch_size", None) is None and not vllm_cpu_lora(ns.model_args or {}):
+        ns.batch_size = "auto"  # lm-eval's default 1 hands vLLM's engine one request at a time
     if ns.model_args and needs_thinking_default(model, ns.model_args):
         ns.model_args = {**ns.model_args, "enable_thinking": False}
     extra: dict[str, Any] = dict(run_metadata(model))

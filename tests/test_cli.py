@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import calbench
-from calbench import model_catalogue, runner
+from calbench import model_catalogue, runner, vllm_support
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -58,6 +58,23 @@ def test_lm_eval_args_respects_user_choices():
     assert ns.include_path == "/mine" and ns.output_path == "out"
     assert ns.model_args == {"pretrained": "x", "gpu_memory_utilization": 0.8, "enable_thinking": False}
     assert ns.metadata == {"seed": 3, "num_samples": 9}  # the user's own metadata wins
+
+
+def test_lm_eval_args_batches_vllm_requests_unless_told():
+    ns = runner.lm_eval_args(["--model", "vllm", "--model_args", "pretrained=x", "--tasks", "t"])
+    assert ns.batch_size == "auto"
+    ns = runner.lm_eval_args(["--model", "vllm", "--model_args", "pretrained=x", "--tasks", "t", "-b", "4"])
+    assert ns.batch_size == "4"
+    assert getattr(runner.lm_eval_args(["--model", "hf", "--tasks", "t"]), "batch_size", None) is None
+
+
+def test_lm_eval_args_keeps_one_request_at_a_time_for_a_lora_on_vllms_cpu_build(monkeypatch):
+    monkeypatch.setenv("VLLM_TARGET_DEVICE", "cpu")
+    args = ["--model", "vllm", "--model_args", "pretrained=x,lora_local_path=a", "--tasks", "t"]
+    assert getattr(runner.lm_eval_args(args), "batch_size", None) is None
+    monkeypatch.delenv("VLLM_TARGET_DEVICE")
+    if not vllm_support.is_cpu_build():  # a GPU build: batched
+        assert runner.lm_eval_args(args).batch_size == "auto"
     # Reference models take no thinking flag; a user's own flag is never overridden.
     oracle = runner.lm_eval_args(["--model", "calbench-oracle", "--model_args", "seed=1", "--tasks", "t"])
     assert oracle.model_args == {"seed": 1} and oracle.metadata == {"calbench_terminator": ""}
