@@ -69,15 +69,13 @@ def _task_metrics(task_results: Mapping[str, Any], task: str) -> dict[str, Any]:
     return {"overall": overall}
 
 
-def evaluation_part(results_file: Path, evaluation: str) -> dict[str, Any]:
-    """One evaluation (one lm-eval run) of a record: its system, seeds, task hashes and tasks."""
-    results = lm_eval_io.load_results(results_file)
-    check_run(results, str(results_file))
-    check_generation_config(results, str(results_file))
+def model_part(results: Mapping[str, Any]) -> dict[str, Any]:
+    """The system a run evaluated: backend, model and adapter (``peft=`` on hf, ``lora_local_path=``
+    on vLLM) with their weights' hashes, dtype and chat template."""
     config, args = results.get("config", {}), lm_eval_io.model_args(results)
     pretrained = args.get("pretrained")
     adapter = args.get("peft") or args.get("lora_local_path")
-    model = {
+    return {
         "backend": config.get("model"),
         "pretrained": Path(str(pretrained)).name if pretrained and Path(str(pretrained)).is_dir() else pretrained,
         "revision": args.get("revision") or config.get("model_revision"),
@@ -87,6 +85,15 @@ def evaluation_part(results_file: Path, evaluation: str) -> dict[str, Any]:
         "dtype": args.get("dtype"),
         "chat_template_sha256": results.get("chat_template_sha"),
     }
+
+
+def evaluation_part(results_file: Path, evaluation: str) -> dict[str, Any]:
+    """One evaluation (one lm-eval run) of a record: its system, seeds, task hashes and tasks."""
+    results = lm_eval_io.load_results(results_file)
+    check_run(results, str(results_file))
+    check_generation_config(results, str(results_file))
+    config = results.get("config", {})
+    model = model_part(results)
     tasks = {}
     for task, task_results in results["results"].items():
         task_config = results.get("configs", {}).get(task, {})
