@@ -64,6 +64,10 @@ def test_a_missing_tool_fails_under_ci_and_is_skipped_elsewhere(monkeypatch: pyt
 def test_ci_runs_the_readme_test_command() -> None:
     # The same whole line (a substring would let "... && pytest" pass against "... && pytest -m ''"),
     # and it runs every tier: plain `pytest` is only the fast one (pyproject.toml addopts).
-    command = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
+    # Then the tests marked vllm, in vLLM's own environment (.ci/vllm-cpu-env), with vLLM required.
+    lines = (ROOT / ".ci" / "run").read_text().strip().splitlines()
+    (command,) = [line for line in lines if line.startswith("python3 -m venv .venv ")]
     assert command in (ROOT / "README.md").read_text().splitlines()
     assert command.endswith('pytest -m ""')
+    assert lines[-1].startswith("bash .ci/vllm-cpu-env .venv-vllm && ")
+    assert lines[-1].endswith("CALBENCH_REQUIRE_VLLM=1 pytest -m vllm -p no:cacheprovider -s")
