@@ -29,9 +29,10 @@ from lm_eval.models.huggingface import HFLM
 
 from calbench.backends.hf import CalbenchHFLM
 from calbench.families import make_target
+from calbench.metrics.protocol_diagnostics import samples_of
 from calbench.parse import classify
 from calbench.prompt import prompt_text
-from calbench.protocols import PROTOCOLS, SEED_SLOT, protocol_text, samples_of, seed_string
+from calbench.protocols import PROTOCOLS, SEED_SLOT, protocol_text, seed_string
 
 PURE = {"until": [], "do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0}
 TARGET = make_target("gaussian", {"mu": 3.5, "sigma": 3})
@@ -46,23 +47,30 @@ def requests(lm: HFLM, protocol: str, n: int) -> list[Instance]:
     return [Instance("generate_until", {}, (c, {**PURE, "max_gen_toks": budget}), 0) for c in contexts]
 
 
-def run(lm: HFLM, protocol: str, n: int) -> tuple[float, float, int]:
-    """(samples per second, valid share of the samples, tokens fed to the model) for n requests."""
+def timed_generate(lm: HFLM, batch: list[Instance]) -> tuple[list[str], float, int]:
+    """(answers, seconds, tokens fed to the model) of one generate_until call on an hf-style
+    backend: tokens are counted at the input embeddings, which every decoding path feeds."""
     fed = [0]
 
     def count(_module: torch.nn.Module, args: tuple) -> None:
         fed[0] += args[0].numel()
 
-    batch = requests(lm, protocol, n)
-    hook = lm.model.get_input_embeddings().register_forward_pre_hook(count)  # every path feeds ids through it
-    torch.manual_seed(0)
-    start = time.perf_counter()
-    answers = lm.generate_until(batch, disable_tqdm=True)
-    elapsed = time.perf_counter() - start
-    hook.remove()
+    hook = lm.model.get_input_embeddings().register_forward_pre_hook(count)
+    try:
+        torch.manual_seed(0)
+        start = time.perf_counter()
+        answers = lm.generate_until(batch, disable_tqdm=True)
+        return answers, time.perf_counter() - start, fed[0]
+    finally:
+        hook.remove()
+
+
+def run(lm: HFLM, protocol: str, n: int) -> tuple[float, float, int]:
+    """(samples per second, valid share of the samples, tokens fed to the model) for n requests."""
+    answers, elapsed, fed = timed_generate(lm, requests(lm, protocol, n))
     items = answers if protocol == "independent" else samples_of(protocol, answers, TARGET)[0]
     valid = sum(classify(a, TARGET).valid for a in items) / len(items)
-    return len(items) / elapsed, valid, fed[0]
+    return len(items) / elapsed, valid, fed
 
 
 def main() -> None:

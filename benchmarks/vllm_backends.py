@@ -30,8 +30,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import torch
 from lm_eval.api.instance import Instance
+from sampling import timed_generate  # benchmarks/sampling.py: this script's folder is on sys.path
 
 from calbench import model_catalogue, tasks_path
 from calbench.families import make_target
@@ -63,19 +63,10 @@ def _hf_engine(cls: Callable, pretrained: str, adapter: str | None, n: int, labe
         pretrained=pretrained, dtype="float32", device="cpu", batch_size=64, **({"peft": adapter} if adapter else {})
     )
     start_s = time.perf_counter() - t0
-    fed = [0]
-    hook = lm.model.get_input_embeddings().register_forward_pre_hook(
-        lambda _m, a: fed.__setitem__(0, fed[0] + a[0].numel())
-    )
-    batch = _requests(lm, n)
-    torch.manual_seed(0)
-    t0 = time.perf_counter()
-    answers = lm.generate_until(batch, disable_tqdm=True)
-    elapsed = time.perf_counter() - t0
-    hook.remove()
+    answers, elapsed, fed = timed_generate(lm, _requests(lm, n))
     del lm
     gc.collect()
-    return _line(label, start_s, answers, elapsed, fed[0])
+    return _line(label, start_s, answers, elapsed, fed)
 
 
 def _vllm_engine(pretrained: str, lora: str | None, n: int, label: str) -> str:
