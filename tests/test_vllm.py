@@ -165,24 +165,30 @@ def vllm_samples(smollm2, integer_prompt, tmp_path_factory):
     }
 
 
-def _exact(smollm2, context, adapter):
+@pytest.fixture(scope="module")
+def exact_law(smollm2, vllm_samples):
     """The model's probability of each answer str(k) followed by its end of turn, from stock
     lm-eval ``hf`` log-likelihoods (SmolLM2 writes each digit as one token, so each string has
-    one tokenization)."""
+    one tokenization): ``"base"`` the model, ``"adapter"`` with ``peft=`` (unmerged), each
+    computed once for the module."""
     from lm_eval.api.instance import Instance
     from lm_eval.models.huggingface import HFLM
 
-    extra = {"peft": str(adapter)} if adapter else {}
-    lm = HFLM(pretrained=str(smollm2), dtype="float32", device="cpu", batch_size=16, **extra)
-    requests = [Instance("loglikelihood", {}, (context, f"{k}<|im_end|>"), i) for i, k in enumerate(VALUES)]
-    return np.exp([ll for ll, _ in lm.loglikelihood(requests)])
+    def law(**extra):
+        lm = HFLM(pretrained=str(smollm2), dtype="float32", device="cpu", batch_size=16, **extra)
+        requests = [
+            Instance("loglikelihood", {}, (vllm_samples["context"], f"{k}<|im_end|>"), i) for i, k in enumerate(VALUES)
+        ]
+        return np.exp([ll for ll, _ in lm.loglikelihood(requests)])
+
+    return {"base": law(), "adapter": law(peft=str(ADAPTER))}
 
 
 @pytest.mark.parametrize("name", ["base", "soft", "lora"])
-def test_vllm_samples_follow_the_models_exact_law(smollm2, vllm_samples, name):
+def test_vllm_samples_follow_the_models_exact_law(vllm_samples, exact_law, name):
     """base: the model; soft: the adapter merged; lora: the adapter as vLLM's LoRA. The exact law
     of the adapter's two comes from stock hf with ``peft=`` (the adapter unmerged)."""
-    p = _exact(smollm2, vllm_samples["context"], None if name == "base" else ADAPTER)
+    p = exact_law["base" if name == "base" else "adapter"]
     assert p.sum() < 1
     n = len(vllm_samples[name])
     observed = _categories(vllm_samples[name], VALUES)
