@@ -91,15 +91,16 @@ def task_samples(results_file: Path, task: str, results: Mapping[str, Any] | Non
 
 
 def _request_settings(record: Mapping[str, Any]) -> list[Any]:
-    """The generation settings of each request of a logged document: a generate_until request's
-    second argument (lm-eval logs the arguments as a list, or as ``{"gen_args_0": {"arg_0": ...,
-    "arg_1": ...}}``)."""
+    """The generation settings of each generate request of a logged document: its second
+    argument (lm-eval logs the arguments as a list, or as ``{"gen_args_0": {"arg_0": ...,
+    "arg_1": ...}}``). A request of one argument (calbench-hf's ``first_token_support`` beside
+    the open-ended task's samples: the context alone) has none, and is not one of them."""
     arguments = record.get("arguments")
     requests = arguments.values() if isinstance(arguments, Mapping) else arguments or []
     out = []
     for request in requests:
-        if isinstance(request, Mapping):
-            out.append(request.get("arg_1"))
+        if isinstance(request, Mapping) and "arg_1" in request:
+            out.append(request["arg_1"])
         elif isinstance(request, list) and len(request) > 1:
             out.append(request[1])
     return out
@@ -138,8 +139,9 @@ def check_log(results: Mapping[str, Any], task: str, records: Sequence[Mapping[s
         if settings is not None and config.get("output_type") == "generate_until":
             logged = _request_settings(record)
             canonical = json.dumps(settings, sort_keys=True, default=str)
-            if any(json.dumps(s, sort_keys=True, default=str) != canonical for s in logged):
-                raise LmEvalOutputError(f"{where} (document {n} was generated with other settings: {logged[0]})")
+            other = [s for s in logged if json.dumps(s, sort_keys=True, default=str) != canonical]
+            if other:
+                raise LmEvalOutputError(f"{where} (document {n} was generated with other settings: {other[0]})")
 
 
 def hash_string(text: str) -> str:

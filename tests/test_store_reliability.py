@@ -67,6 +67,27 @@ def test_another_runs_log_renamed_to_match_is_refused(runs, tmp_path, other, why
         records.build_record("oracle", "reference", [mine], "c")
 
 
+def test_a_request_without_settings_is_not_a_generate_request(runs, tmp_path):
+    """The open-ended task on calbench-hf logs, beside each document's samples, one
+    ``first_token_support`` request of the context alone: it carries no generation settings to
+    check. A second request that does carry other settings is still refused."""
+    mine = _copy_run(runs["plain"], tmp_path / "run")
+    logged = [json.loads(line) for line in _log(mine).read_text().splitlines()]
+    for record in logged:
+        args = record["arguments"]
+        first = args["gen_args_0"] if isinstance(args, dict) else {"arg_0": args[0][0], "arg_1": args[0][1]}
+        record["arguments"] = {"gen_args_0": first, "gen_args_1": {"arg_0": first["arg_0"]}}
+    _log(mine).write_text("".join(json.dumps(r) + "\n" for r in logged))
+    records.build_record("oracle", "reference", [mine], "c")
+    logged[5]["arguments"]["gen_args_1"]["arg_1"] = {
+        **logged[5]["arguments"]["gen_args_0"]["arg_1"],
+        "temperature": 0.7,
+    }
+    _log(mine).write_text("".join(json.dumps(r) + "\n" for r in logged))
+    with pytest.raises(RefusedRunError, match="document 6 was generated with other settings: .*'temperature': 0.7"):
+        records.build_record("oracle", "reference", [mine], "c")
+
+
 def test_a_log_missing_records_or_with_other_prompts_is_refused(runs, tmp_path):
     mine = _copy_run(runs["plain"], tmp_path / "run")
     lines = _log(mine).read_text().splitlines()
