@@ -223,6 +223,8 @@ def test_run_trains_a_missing_adapter_then_evaluates_it(tiny_split, tmp_path, ca
     assert cli.main(argv) == 0, capsys.readouterr().err[-3000:]
     assert "training the adapter: calbench train --model" in capsys.readouterr().err
     assert (adapter / "adapter_model.safetensors").is_file() and not (adapter / "tokenizer.json").exists()
+    trained = json.loads((adapter / "calbench_train.json").read_text())["config"]
+    assert trained["output"] == "<workdir>/tiny-hard/train"  # not this machine's run folder
     record = records.load_record(store / "tiny-hard.json")
     assert record["model"]["adapter_sha256"] and record["drift"]["drift_kl"] >= 0
     assert set(record["evaluations"]) == {"quick", "drift"}

@@ -89,8 +89,17 @@ def ensure_adapter(recipe: Recipe, workdir: Path) -> None:
     partial = folder.with_name(folder.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     shutil.copytree(run / "adapter", partial, ignore=shutil.ignore_patterns(*ADAPTER_FILES_LEFT_OUT))
+    portable_output(partial / "calbench_train.json", recipe.name)
     partial.rename(folder)
     _say(f"{recipe.name}: adapter written to {folder}")
+
+
+def portable_output(summary: Path, row: str) -> None:
+    """A published adapter's training record names its run folder as ``<workdir>/<row>/train``,
+    as the records name evaluations' folders: the folder it trained in is this machine's."""
+    data = json.loads(summary.read_text())
+    data["config"]["output"] = f"<workdir>/{row}/train"
+    summary.write_text(json.dumps(data, indent=2))
 
 
 # ---------------------------------------------------------------- one evaluation
