@@ -84,7 +84,7 @@ def test_a_request_without_settings_is_not_a_generate_request(runs, tmp_path):
         "temperature": 0.7,
     }
     _log(mine).write_text("".join(json.dumps(r) + "\n" for r in logged))
-    with pytest.raises(RefusedRunError, match="document 6 was generated with other settings: .*'temperature': 0.7"):
+    with pytest.raises(RefusedRunError, match=r"document 6 was generated with other settings: .*'temperature': 0\.7"):
         records.build_record("oracle", "reference", [mine], "c")
 
 
