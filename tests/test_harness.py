@@ -161,6 +161,35 @@ def test_base_model_without_template(tiny_merge, tmp_path):
     assert len(sample["resps"][0]) == 3
 
 
+# One task of each kind: sampling, a protocol, likelihood (context, continuation), retention.
+CONTEXT_TASKS = [
+    "calbench_numeric_quick",
+    "calbench_numeric_quick_ssot",
+    "calbench_numeric_heldout_likelihood",
+    "calbench_arithmetic",
+]
+
+
+@pytest.mark.parametrize("model", ["tiny_merge", "tiny_split"])
+def test_every_task_conditions_on_the_prompt_training_renders(model, request):
+    # The training add-on conditions a model on calbench.prompt.render's string: the chat
+    # template's, or for a base model the prompt and a newline. lm-eval must send the same,
+    # or a base model's adapter answers from a context it never saw (a Gemma-3-270M adapter
+    # wrote 27641 for 2.7641 after the bare prompt).
+    from calbench.prompt import render
+    from tests.helpers import load_tokenizer
+
+    path = request.getfixturevalue(model)
+    chat = model == "tiny_split"
+    tok = load_tokenizer(path)
+    results = evaluate_local("hf", CONTEXT_TASKS, path, apply_chat_template=chat, num_samples=2, limit=1, batch_size=8)
+    for task in CONTEXT_TASKS:
+        for sample in results["samples"][task]:
+            expected = render(tok, sample["doc"]["prompt"])
+            assert expected.endswith("\n") and (chat or expected == sample["doc"]["prompt"] + "\n")
+            assert _context(sample) == expected, task
+
+
 @pytest.mark.parametrize("task", SAMPLING_RUNS)
 def test_task_runs_on_oracle(task):
     results = runner.evaluate("calbench-oracle", [task], num_samples=5, output_path=None)

@@ -94,6 +94,37 @@ class CalbenchTask(ConfigurableTask):
         present = set(split[self.GROUP]) if self.GROUP in split.column_names else set()
         self._families = [f for f in self.GROUPS if f in present]
 
+    def fewshot_context(
+        self,
+        doc: dict[str, Any],
+        num_fewshot: int,
+        system_instruction: str | None = None,
+        apply_chat_template: bool = False,
+        fewshot_as_multiturn: bool = False,
+        chat_template: Callable[..., str] | None = None,
+        gen_prefix: str | None = None,
+    ) -> Any:
+        """lm-eval's context, and for a model without a chat template the prompt's line ended.
+
+        A base model is conditioned on the prompt and a newline (``calbench.prompt.render``),
+        as the training add-on trains it: its answer starts on a fresh line. lm-eval would
+        send the bare prompt, and a model trained on the line's end then answers from another
+        context (a Gemma-3-270M adapter wrote ``27641`` for ``2.7641``). Under a chat template
+        the context is lm-eval's own, unchanged.
+        """
+        context = super().fewshot_context(
+            doc,
+            num_fewshot,
+            system_instruction=system_instruction,
+            apply_chat_template=apply_chat_template,
+            fewshot_as_multiturn=fewshot_as_multiturn,
+            chat_template=chat_template,
+            gen_prefix=gen_prefix,
+        )
+        if (apply_chat_template and chat_template) or gen_prefix or not isinstance(context, str):
+            return context
+        return context if context.endswith("\n") else context + "\n"
+
     def download(self, dataset_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         # Same as lm-eval's custom_dataset path, without its warning about --metadata.
         self.dataset = self.config.custom_dataset(**(self.config.metadata or {}), **(self.config.dataset_kwargs or {}))
