@@ -154,11 +154,33 @@ def test_the_spread_over_seeds_is_the_mean_and_sd_of_each_runs_last_point(tmp_pa
     scores = [curves.point_numbers(points[f"s{i}"][-1])["calibration_score"].value for i in (1, 2, 3)]
     assert len(set(scores)) == 3
     rows = {line.split("|")[2].strip(): line for line in page.splitlines() if line.startswith("| soft")}
-    assert set(rows) == {"s1", "s2", "s3", "**mean** (3 runs)", "**sd over runs** (3 runs)"}  # "other": no group
+    beyond = "**seed sd beyond sampling** (3 runs)"
+    assert set(rows) == {
+        "s1",
+        "s2",
+        "s3",
+        "**mean** (3 runs)",
+        "**sd over runs** (3 runs)",
+        beyond,
+    }  # "other": no group
     headers = [h.strip() for h in page.splitlines()[2].split("|")]
     at = headers.index("calibration_score")
     assert rows["**mean** (3 runs)"].split("|")[at].strip() == f"{np.mean(scores):.3g}"
     assert rows["**sd over runs** (3 runs)"].split("|")[at].strip() == f"{np.std(scores, ddof=1):.3g}"
+    ses = [curves.point_numbers(points[f"s{i}"][-1])["calibration_score"].se for i in (1, 2, 3)]
+    by_hand = np.sqrt(max(0.0, np.var(scores, ddof=1) - np.mean(np.square(ses))))
+    assert rows[beyond].split("|")[at].strip() == f"{by_hand:.3g}"
+
+
+def test_the_seed_sd_is_what_the_runs_spread_beyond_their_own_sampling_errors():
+    from calbench.stats import Estimate
+
+    # values 10, 12, 14: variance over runs 4; sampling variances 1, 1, 1 leave 3 to the seeds
+    assert curves.seed_sd([Estimate(10, 1), Estimate(12, 1), Estimate(14, 1)]) == pytest.approx(3**0.5)
+    # runs that spread less than their errors explain: no seed spread is left, not a negative variance
+    assert curves.seed_sd([Estimate(10, 3), Estimate(11, 3), Estimate(12, 3)]) == 0.0
+    # exact numbers: all the spread is the seeds'
+    assert curves.seed_sd([Estimate(1, 0), Estimate(3, 0)]) == pytest.approx(2**0.5)
 
 
 def test_a_point_names_its_checkpoint_by_the_workdir_not_the_machine(tmp_path):

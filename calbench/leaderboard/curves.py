@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -333,9 +333,22 @@ def table(curves: Curves, points: Mapping[str, Sequence[Mapping[str, Any]]]) -> 
     return "\n\n".join(parts)
 
 
+def seed_sd(estimates: Sequence[Estimate]) -> float:
+    """The standard deviation over training seeds beyond each run's own sampling noise.
+
+    A run's number is its seed's true value plus sampling error of variance se²; so the
+    variance over runs estimates var(seed) + mean(se²), and var(seed) is what remains
+    (method of moments; 0 when the runs spread no more than their own errors explain).
+    """
+    values = np.array([e.value for e in estimates])
+    noise = float(np.mean([e.se**2 for e in estimates]))
+    return float(np.sqrt(max(0.0, float(np.var(values, ddof=1)) - noise)))
+
+
 def spread(curves: Curves, points: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
     """Each group's runs (the same recipe, other seeds) at their last point: every run, then the
-    mean and the sample standard deviation over the group's runs."""
+    mean, the sample standard deviation over the group's runs and the part of it that sampling
+    noise does not explain (``seed_sd``)."""
     groups: dict[str, list[tuple[CurveRun, dict[str, Estimate]]]] = {}
     for run in curves.runs:
         if run.group is not None and run.name in points:
@@ -346,11 +359,16 @@ def spread(curves: Curves, points: Mapping[str, Sequence[Mapping[str, Any]]]) ->
         for run, numbers in members:
             lines.append([group, run.name, *(fmt(numbers[k]) for k in keys)])
         if len(members) > 1:
-            for name, fn in (("mean", np.mean), ("sd over runs", lambda v: np.std(v, ddof=1))):
+            summaries: tuple[tuple[str, Callable[[list[Estimate]], float]], ...] = (
+                ("mean", lambda e: float(np.mean([x.value for x in e]))),
+                ("sd over runs", lambda e: float(np.std([x.value for x in e], ddof=1))),
+                ("seed sd beyond sampling", seed_sd),
+            )
+            for name, fn in summaries:
                 cells = []
                 for k in keys:
-                    values = [n[k].value for _, n in members if math.isfinite(n[k].value)]
-                    cells.append(f"{fn(values):.3g}" if len(values) == len(members) else "n/a")
+                    estimates = [n[k] for _, n in members if math.isfinite(n[k].value) and math.isfinite(n[k].se)]
+                    cells.append(f"{fn(estimates):.3g}" if len(estimates) == len(members) else "n/a")
                 lines.append([group, f"**{name}** ({len(members)} runs)", *cells])
     if not lines:
         return ""
