@@ -199,3 +199,24 @@ def test_a_point_names_its_checkpoint_by_the_workdir_not_the_machine(tmp_path):
         == "calbench eval --model_args peft=<workdir>/r/train/checkpoint-4 --tasks t"
     )
     assert out["recipe_sha256"] == records.recipe_hash(out["recipe"]) != "old"
+
+
+def test_a_points_training_loss_is_the_one_logged_last_at_or_before_it(tmp_path):
+    history = [{"loss": 2.0, "step": 5}, {"loss": 1.5, "step": 10}, {"grad_norm": 1, "step": 12}]
+    history += [{"loss": 1.2, "step": 15}, {"train_loss": 1.6, "step": 15}]  # the run's mean: not a logged loss
+    assert curves.logged_loss(history, 4) is None
+    assert curves.logged_loss(history, 12) == 1.5
+    assert curves.logged_loss(history, 15) == curves.logged_loss(history, 99) == 1.2
+    # The run's table gains the column when a point has it (the base model at step 0 has none).
+    text = "kind: curve\nmodel: m\nprotocol: {q: {tasks: [t]}}\nruns:\n  r: {train: {effective_batch: 2}}\n"
+    spec = curves.load(_recipe(tmp_path, "m", text))
+    base, trained = _point([0.0] * 100), _point([0.5] * 100)
+    base["curve"] = {"step": 0, "examples": 0, "seconds_per_step": 1.0, "tokens_per_step": 9.0}
+    trained["curve"] = {**base["curve"], "step": 15, "examples": 30, "train_loss": curves.logged_loss(history, 15)}
+    lines = curves.table(spec, {"r": [base, trained]}).splitlines()
+    headers = [h.strip() for h in lines[2].split("|")]
+    at = headers.index("train loss")
+    assert [line.split("|")[at].strip() for line in lines[4:]] == ["n/a", "1.2"]
+    # Points without losses (recorded before they were kept) leave the table as it was.
+    del trained["curve"]["train_loss"]
+    assert "train loss" not in curves.table(spec, {"r": [base, trained]})

@@ -146,6 +146,21 @@ def checkpoints(train_folder: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
+def logged_loss(history: Sequence[Mapping[str, Any]], step: int) -> float | None:
+    """The training loss logged last at or before ``step`` (the trainer's mean over the
+    ``logging_steps`` steps before it; for the soft loss a KL, 0 at a perfect fit), or None."""
+    losses = [h for h in history if "loss" in h and int(h.get("step", 0)) <= step]
+    return round(float(losses[-1]["loss"]), 4) if losses else None
+
+
+def _trainer_log(checkpoint: Path | None) -> list[dict[str, Any]]:
+    """A checkpoint's training log (transformers' ``trainer_state.json``), or nothing."""
+    state = None if checkpoint is None else checkpoint / "trainer_state.json"
+    if state is None or not state.is_file():
+        return []
+    return list(json.loads(state.read_text()).get("log_history", []))
+
+
 def scored(found: Sequence[tuple[int, Path]], every: int, done: bool) -> list[tuple[int, Path]]:
     """The checkpoints a curve scores: every ``every``-th (the 1st, 2nd, ... in step order
     counted from 1), and the last one once the run is done."""
@@ -210,7 +225,9 @@ def run_curves(
             marker = json.loads((adapter / "calbench_checkpoint.json").read_text()) if adapter else {}
             cost = summary or {"steps": step, **marker}  # the run's averages, or so far
             examples = step * int(run.train["effective_batch"])
+            history = summary["loss_history"] if summary else _trainer_log(adapter)
             record["curve"] = {
+                **({} if step == 0 else {"train_loss": logged_loss(history, step)}),
                 "run": run.name,
                 "label": run.label,
                 "step": step,
@@ -311,17 +328,21 @@ def table(curves: Curves, points: Mapping[str, Sequence[Mapping[str, Any]]]) -> 
         if run.name not in points:
             continue
         rows, headers = [], ["step", "examples"]
+        losses = any(r["curve"].get("train_loss") is not None for r in points[run.name])
         for record in points[run.name]:
             numbers = point_numbers(record)
             if len(headers) == 2:
                 headers += list(numbers)
+            loss = record["curve"].get("train_loss")
             rows.append(
                 [
                     str(record["curve"]["step"]),
                     str(record["curve"]["examples"]),
                     *(fmt(numbers[h]) for h in headers[2:]),
+                    *([] if not losses else ["n/a" if loss is None else f"{loss:.4g}"]),
                 ]
             )
+        headers += ["train loss"] if losses else []
         last = points[run.name][-1]["curve"]
         cost = f"{last['seconds_per_step']:g} s and {last['tokens_per_step']:g} tokens per optimizer step"
         train = ", ".join(f"{k}={v}" for k, v in run.train.items())
@@ -427,8 +448,14 @@ def write(curves: Curves, output: Path, draw_plot: bool = True) -> list[Path]:
         f" (`calbench leaderboard run {curves.path.as_posix()}`). {which}, and the base model at step 0,"
         f" scored by one protocol: {protocol}. The score, pit_w1, valid rate and KS@100 are the quick selection's"
         " (42 prompts, `calbench.metrics.prompt_records.sample_quality`; 100 samples per prompt make KS@100 fail any"
-        " prompt with fewer than 100 valid answers). Value ± 95% interval half-width.\n\n"
-        f"![learning curves]({plot})\n\n"
+        " prompt with fewer than 100 valid answers). Value ± 95% interval half-width."
+        + (
+            " The train loss is the one logged last at the point (the mean over the logging interval before it, 5 steps by default; the soft"
+            " loss is a KL to the trie targets, 0 at a perfect fit)."
+            if any(p["curve"].get("train_loss") is not None for run in points.values() for p in run)
+            else ""
+        )
+        + f"\n\n![learning curves]({plot})\n\n"
         + "\n\n".join(part for part in (spread(curves, points), table(curves, points)) if part)
         + "\n"
     )
