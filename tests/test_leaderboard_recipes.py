@@ -122,6 +122,8 @@ def test_a_committed_adapter_is_checked_against_its_recipe():
     for path in recipes.rows_in(ROWS):
         recipe = load_row(path)
         if recipe.adapter is not None:
+            # a missing adapter would be trained: a published row's must be committed
+            assert (Path(recipe.adapter) / "adapter_config.json").is_file(), f"{path.name}: no adapter committed"
             ensure_adapter(recipe, Path("unused"))  # refuses (RefusedRunError) on any disagreement
 
 
