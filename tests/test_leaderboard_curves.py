@@ -48,6 +48,17 @@ def test_every_nth_checkpoint_and_the_last_are_scored():
     assert [s for s, _ in curves.scored(found, 2, done=False)] == [20, 40]  # 47 is not the last yet
     assert [s for s, _ in curves.scored(found, 1, done=False)] == [10, 20, 30, 40, 47]
     assert curves.load(ROOT / "leaderboards" / "rows" / "curves.yaml").score_every == 2
+    # the base model first, unless the recipe says score_base: false
+    assert curves.to_score(found, 2, done=True) == [(0, None), *curves.scored(found, 2, done=True)]
+    assert curves.to_score(found, 2, done=True, base=False) == curves.scored(found, 2, done=True)
+
+
+def test_a_recipe_may_leave_the_base_model_unscored(tmp_path):
+    text = "kind: curve\nmodel: m\nprotocol: {q: {tasks: [t]}}\nruns: {a: {train: {effective_batch: 2}}}\n"
+    assert curves.load(_recipe(tmp_path, "m", text)).score_base
+    assert not curves.load(_recipe(tmp_path, "m", text + "score_base: false\n")).score_base
+    with pytest.raises(RecipeError, match="score_base"):
+        curves.load(_recipe(tmp_path, "m", text + "score_base: 0\n"))
 
 
 def test_a_run_may_space_its_own_points(tmp_path):

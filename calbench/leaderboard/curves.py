@@ -4,8 +4,8 @@ A curve recipe (``kind: curve``, e.g. ``leaderboards/rows/curves.yaml``) names t
 (each with its ``calbench train`` options, over ``defaults.yaml``'s ``train:``) and one
 protocol (evaluations, as a row's). ``calbench leaderboard run`` trains each run in
 ``<workdir>/<run>/train`` (``--keep-checkpoints 0``: every checkpoint kept; an interrupted
-run resumes), then scores the base model (step 0) and every checkpoint with the protocol
-(or, with ``score_every: N``, every N-th checkpoint and the last one):
+run resumes), then scores the base model (step 0; not with ``score_base: false``) and every
+checkpoint with the protocol (or, with ``score_every: N``, every N-th checkpoint and the last one):
 each point is a row of its own (``calbench.leaderboard.run``, finished points skipped),
 stored in ``<results>/curves/<run>/step-<N>.json`` with its step, examples seen, wall time
 and tokens (without per-item scores or per-family metrics: ``light``). ``calbench leaderboard render`` draws the curves from those records alone
@@ -76,6 +76,7 @@ class Curves:
     declared: Path = RESULTS / "curves"  # the recipe's own store, as the page names it
     score_every: int = 1  # score every this many checkpoints (and the last one)
     title: str = "Learning curves"
+    score_base: bool = True  # score the base model too (step 0)
 
     def folder(self, run: str) -> Path:
         return self.results_dir / run
@@ -113,6 +114,8 @@ def load(path: Path) -> Curves:
     protocol = evaluations_of(path, data.get("protocol"), chat, False)
     every = data.get("score_every", 1)
     _need_every(every, path, "score_every")
+    score_base = data.get("score_base", True)
+    need(isinstance(score_base, bool), path, "score_base", "true or false (score the base model at step 0)")
     return Curves(
         path,
         tuple(out),
@@ -124,6 +127,7 @@ def load(path: Path) -> Curves:
         Path(data.get("results_dir") or RESULTS / "curves"),
         every,
         str(data.get("title") or "Learning curves"),
+        score_base,
     )
 
 
@@ -166,6 +170,14 @@ def scored(found: Sequence[tuple[int, Path]], every: int, done: bool) -> list[tu
     counted from 1), and the last one once the run is done."""
     last = found[-1][0] if done and found else None
     return [(step, p) for i, (step, p) in enumerate(found, 1) if i % every == 0 or step == last]
+
+
+def to_score(
+    found: Sequence[tuple[int, Path]], every: int, done: bool, base: bool = True
+) -> list[tuple[int, Path | None]]:
+    """A run's points: the base model (step 0, no adapter) unless ``base`` is false, then the
+    checkpoints ``scored`` picks."""
+    return [*([(0, None)] if base else []), *scored(found, every, done)]
 
 
 def _point(curves: Curves, run: CurveRun, step: int, adapter: Path | None) -> Recipe:
@@ -215,7 +227,7 @@ def run_curves(
         summary_file = train_folder / "adapter" / "calbench_train.json"
         summary = json.loads(summary_file.read_text()) if summary_file.is_file() else None
         every = run.score_every or curves.score_every
-        points = [(0, None), *scored(checkpoints(train_folder), every, summary is not None)]
+        points = to_score(checkpoints(train_folder), every, summary is not None, curves.score_base)
         for step, adapter in points:
             recipe = _point(curves, run, step, adapter)
             if step == 0:
@@ -445,10 +457,11 @@ def write(curves: Curves, output: Path, draw_plot: bool = True) -> list[Path]:
     text = (
         f"# {curves.title}\n\n"
         f"Rendered by `calbench leaderboard render` from the records in `{curves.declared.as_posix()}/`"
-        f" (`calbench leaderboard run {curves.path.as_posix()}`). {which}, and the base model at step 0,"
-        f" scored by one protocol: {protocol}. The score, pit_w1, valid rate and KS@100 are the quick selection's"
-        " (42 prompts, `calbench.metrics.prompt_records.sample_quality`; 100 samples per prompt make KS@100 fail any"
-        " prompt with fewer than 100 valid answers). Value ± 95% interval half-width."
+        f" (`calbench leaderboard run {curves.path.as_posix()}`). {which}"
+        + (", and the base model at step 0," if curves.score_base else "")
+        + f" scored by one protocol: {protocol}. The score, pit_w1, valid rate and KS@100 are the quick selection's"
+        " (42 prompts, `calbench.metrics.prompt_records.sample_quality`; KS@100 needs 100 valid answers of a prompt,"
+        " so at 100 samples per prompt it fails any prompt with an invalid one). Value ± 95% interval half-width."
         + (
             " The train loss is the one logged last at the point (the mean over the logging interval before it, 5 steps by default; the soft"
             " loss is a KL to the trie targets, 0 at a perfect fit)."
