@@ -715,10 +715,24 @@ def split_points(split: Split, selection: Literal["selected", "full"] = "full") 
     """Every target of a split, family by family in table order.
 
     ``selection="selected"`` gives the paper's selected evaluation points (24 unseen, 18
-    held-out); it is only defined for the two evaluation splits.
+    held-out); for the training split, one prompt per training family (``training_probe``).
     """
     if selection == "selected":
         if split == "train":
-            raise ValueError("the training split has no selected points; use selection='full'")
+            return training_probe()
         return [t for f in FAMILIES.values() if f.eval_split == split for t in f.selected_points()]
     return [t for f in FAMILIES.values() for t in f.points(split)]
+
+
+def training_probe() -> list[Target]:
+    """One training prompt per training family (24): the middle point of its training grid, in
+    table order. The training split's counterpart of the unseen split's selected points: an
+    adapter that samples these no better than the unseen ones does not fit its own training
+    prompts yet (underfitting), one that samples them well and the unseen ones badly does not
+    carry its fit past them (generalization)."""
+    out = []
+    for family in FAMILIES.values():
+        points = family.points("train")
+        if points:
+            out.append(points[len(points) // 2])
+    return out

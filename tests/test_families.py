@@ -158,8 +158,12 @@ def test_selected_points() -> None:
     assert len(heldout) == 18
     assert [t.family.name for t in heldout] == [f for f in HELDOUT_FAMILIES for _ in range(3)]
     assert len({t.key for t in heldout}) == 18
-    with pytest.raises(ValueError, match="training split"):
-        split_points("train", "selected")
+    # the training split's: one prompt per training family, the middle of its training grid
+    probe = split_points("train", "selected")
+    assert [t.family.name for t in probe] == TRAIN_FAMILIES
+    for t in probe:
+        grid = t.family.points("train")
+        assert t == grid[len(grid) // 2]
 
 
 def test_tiers() -> None:

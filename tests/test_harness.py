@@ -53,6 +53,7 @@ def test_task_files_are_flat_and_tagged():
         "calbench_numeric_quick_seeded",
         "calbench_numeric_quick_ssot",
         "calbench_numeric_quick_verbalized",
+        "calbench_numeric_train",
         "calbench_numeric_unseen",
         "calbench_numeric_unseen_batch",
         "calbench_numeric_unseen_exact",
@@ -75,7 +76,11 @@ def test_task_files_are_flat_and_tagged():
         assert cfg["task"] == path.stem and cfg["task"].startswith("calbench_")
         tags = [cfg["tag"]] if isinstance(cfg["tag"], str) else cfg["tag"]
         # The sample-free tasks need calbench-hf: outside the `calbench` tag, which runs anywhere.
-        assert tags == ["calbench_exact"] if path.stem.endswith("_exact") else "calbench" in tags
+        # The training prompts are a diagnostic for calbench's own adapters: outside it too.
+        if path.stem.endswith("_exact"):
+            assert tags == ["calbench_exact"]
+        else:
+            assert tags == ["calbench_diagnostics"] if path.stem == "calbench_numeric_train" else "calbench" in tags
         assert isinstance(cfg["metadata"]["version"], int)
         functions = [v for v in _walk(cfg) if isinstance(v, str) and v.startswith("!function")]
         assert all(f.split()[1].startswith("calbench.") for f in functions)
@@ -112,6 +117,7 @@ def test_every_task_loads():
         "calbench_numeric_unseen_full": 591,
         "calbench_numeric_heldout_full": 92,
         "calbench_numeric_quick": 42,
+        "calbench_numeric_train": 24,
         "calbench_numeric_unseen_likelihood": 24,
         "calbench_numeric_heldout_likelihood": 18,
         "calbench_numeric_unseen_exact": 24,
@@ -251,7 +257,21 @@ def test_doc_fields_are_strings():
     doc = numeric_docs(calbench_split="heldout", calbench_points="selected", pretrained="ignored")["test"][0]
     assert doc["family"] == "bernoulli" and doc["params"] == '{"p": 0.1}' and doc["target"] == "bernoulli(p=0.1)"
     with pytest.raises(ValueError, match="calbench_split"):
-        numeric_docs(calbench_split="train")
+        numeric_docs(calbench_split="training")
+
+
+def test_the_training_probe_is_one_training_prompt_per_training_family():
+    from calbench.families import split_points
+    from calbench.harness import numeric_docs
+
+    docs = numeric_docs(calbench_split="train", calbench_points="selected")["test"]
+    trained = {t.key for t in split_points("train")}
+    evaluated = {t.key for s in ("unseen", "heldout") for t in split_points(s)}
+    assert len(docs) == 24 and len(set(docs["family"])) == 24  # one per training family
+    assert set(docs["target"]) <= trained and not set(docs["target"]) & evaluated
+    assert set(docs["family"]) == {t.family.name for t in split_points("unseen", "selected")}
+    assert all(d["id"] == f"train/{i}" and d["split"] == "train" for i, d in enumerate(docs))
+    assert len(numeric_docs(calbench_split="train", calbench_points="full")["test"]) == len(trained) == 1988
 
 
 @pytest.mark.integration

@@ -39,6 +39,13 @@ GOLDEN = {
         1,
         "db98543a33bd00a2d8aae28753fa4beef1c0c9ee7e7914854bfe8e5d4a46306d",
     ),
+    # A diagnostic: one training prompt per training family.
+    "calbench_numeric_train.yaml": (
+        "train",
+        "selected",
+        1,
+        "0be8bb342c91534d9429ea3d42a256c41e0fd495974266ca229fd6f7a6660b7b",
+    ),
     "calbench_numeric_unseen_full.yaml": (
         "unseen",
         "full",

@@ -22,7 +22,7 @@ from calbench.parse import classify
 from calbench.prompt import prompt_text
 from calbench.stats import UNDEFINED, Estimate, family_means
 
-SPLIT_CHOICES = ("unseen", "heldout", "all")
+SPLIT_CHOICES = ("unseen", "heldout", "all", "train")  # train: the training prompts, as a diagnostic
 POINT_CHOICES = ("selected", "full")
 
 
