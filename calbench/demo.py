@@ -1,8 +1,9 @@
 """``calbench demo``: what calbench measures, and what calbench's training does, in one table.
 
 Five systems answer ``calbench_numeric_quick`` (the 42 selected prompts of the 30 families)
-with ``calbench-hf``: SmolLM2-135M-Instruct, the two LoRA adapters calbench trained on it (soft
-and hard targets, committed under ``leaderboards/adapters``), an exact sampler and
+with ``calbench-hf``: SmolLM2-135M-Instruct, the best soft-target and the best hard-target LoRA
+adapter calbench trained on it by the leaderboard's score (committed under
+``leaderboards/adapters``: soft at 60 steps of 16, hard at the paper's soft budget), an exact sampler and
 one collapsed on each law's median. Each gets 50 samples per prompt, the calibration score's
 reference size, so the score is the leaderboard's (``calbench.metrics.calibration``); KS is run
 on the first 50 valid answers (the leaderboard's KS@100 needs 100).
@@ -32,8 +33,8 @@ KS_N = SAMPLES  # KS on the first 50 valid answers of each prompt
 ADAPTERS = Path(__file__).resolve().parents[1] / "leaderboards" / "adapters"
 ADAPTER_ROWS = {
     "soft": "smollm2-135m-instruct-soft",
-    "hard": "smollm2-135m-instruct-hard",
-}  # the rows whose adapters it shows
+    "hard": "smollm2-135m-instruct-hard-paper",
+}  # the rows whose adapters it shows: each method's best score on the leaderboard
 EXAMPLE_TARGET = "binomial(n=25,p=0.5)"  # whose raw answers the demo prints
 
 

@@ -234,3 +234,22 @@ def test_run_trains_a_missing_adapter_then_evaluates_it(tiny_split, tmp_path, ca
     row.write_text(row.read_text().replace("max_steps: 2", "max_steps: 3"))
     assert cli.main(argv) == 2
     assert "max_steps: asked 3, adapter 2" in capsys.readouterr().err
+
+
+def test_the_demo_shows_each_methods_best_smollm2_adapter_on_the_leaderboard():
+    import csv
+
+    from calbench import demo
+
+    with (ROOT / "leaderboards" / "tables" / "headline.csv").open() as f:
+        scores = {row["system"]: float(row["score ↑"].split(" ± ")[0]) for row in csv.DictReader(f)}
+    best: dict[str, float] = {}
+    for path in recipes.rows_in(ROWS):
+        recipe = load_row(path)
+        if recipe.adapter is None or recipe.model != "smollm2-135m-instruct" or recipe.train is None:
+            continue
+        method = recipe.train["method"]
+        best[method] = max(best.get(method, -1.0), scores[recipe.name])
+    assert set(best) == set(demo.ADAPTER_ROWS)
+    for method, row in demo.ADAPTER_ROWS.items():  # a tie keeps the adapter the demo shows
+        assert scores[row] == best[method], f"the demo's {method} adapter {row} is not its method's best"
