@@ -19,8 +19,18 @@ from typing import Any
 from tabulate import tabulate
 
 from calbench.families import FAMILIES
-from calbench.lm_eval_io import load_results, model_label, overall_metrics, read_task
+from calbench.lm_eval_io import (
+    LmEvalOutputError,
+    load_results,
+    model_label,
+    overall_metrics,
+    read_samples,
+    read_task,
+    samples_log,
+)
+from calbench.metrics import outer, prompt_records
 from calbench.metrics.table import arrow
+from calbench.protocols import PROTOCOLS
 from calbench.stats import Estimate, fmt
 
 SAMPLING_METRICS = ("w1", "w1_iqr", "excess_w1", "excess_w1_iqr", "valid_rate")
@@ -92,6 +102,35 @@ def overall_table(systems: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
     return tabulate(rows, headers=["system", *metrics], tablefmt="github") + "\nvalue ± 95% interval half-width"
 
 
+def quality_table(results_file: Path, tasks: Sequence[str]) -> str:
+    """Per sampling task of one run, from its samples log: the calibration score, the valid rate,
+    pit_w1, the PIT's outer and far shares (``calbench.metrics.outer``) and Spearman's rho between
+    the laws' and the answers' medians over its prompts: the leaderboard's numbers for any task,
+    ``calbench_numeric_train`` among them. Tasks without a samples log are left out ("" if all are)."""
+    rows = []
+    for task in tasks:
+        try:
+            log = samples_log(results_file, task)
+        except LmEvalOutputError:
+            continue
+        protocol = next((p for p in PROTOCOLS if task.endswith(f"_{p}")), "independent")
+        prompts = prompt_records.prompt_rows(prompt_records.prompt_values(read_samples(log), str(log), protocol))
+        quality = prompt_records.sample_quality(prompts)
+        _, shares = outer.outer_summary(prompts)
+        follows = outer.location_following([p for family in prompts.values() for p in family])
+        cells = [quality["calibration_score"], quality["valid_rate"], quality["pit_w1"], shares["outer"], shares["far"]]
+        rows.append([task, *map(fmt, cells), fmt(follows)])
+    if not rows:
+        return ""
+    headers = ["task", "score ↑", "valid_rate ↑", "pit_w1 ↓", "outer ↓", "far ↓", "medians follow ↑"]
+    note = (
+        "from the samples log: the calibration score (0-100; 50 samples per prompt or more), the PIT's outer 10%"
+        " and far (beyond the 0.1% quantiles) shares of valid answers (exact draws: 0.1 and 0.002), Spearman's rho"
+        " of the laws' and the answers' medians over the prompts (leaderboards/tails.md)"
+    )
+    return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True) + "\n" + note
+
+
 def summaries(results_file: Path) -> str:
     """calbench's tables for every calbench task of one lm-eval results file (``calbench eval``)."""
     results = load_results(results_file)
@@ -99,6 +138,10 @@ def summaries(results_file: Path) -> str:
     parts = []
     for task in calbench_tasks(results):
         parts.append(f"\ncalbench: {task} — {model}\n" + numeric_table([(model, results["results"][task])]))
+    sampling = [t for t in calbench_tasks(results) if "w1_iqr,samples" in results["results"][t]]
+    quality = quality_table(results_file, sampling)
+    if quality:
+        parts.append(f"\ncalbench: the answers against their laws — {model}\n" + quality)
     for task in transfer_tasks(results):
         parts.append(f"\ncalbench: {task} — {model}\n" + overall_table([(model, results["results"][task])]))
     parts.append(f"\nresults: {results_file}")

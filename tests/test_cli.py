@@ -226,3 +226,34 @@ def test_short_forms_end_to_end(tmp_path):
     data = json.loads(results.read_text())["results"]["calbench_numeric_heldout_likelihood"]
     assert abs(data["seq_kl,none"]) < 1e-9 and data["canonical_mass,none"] == pytest.approx(1.0)
     assert not (cwd / "calbench_results").exists()  # -o is honoured, not replaced by calbench's default
+
+
+@pytest.mark.integration
+def test_calbench_eval_scores_the_answers_against_their_laws(tmp_path):
+    # The quality table reads the run's samples log: exact draws score near 100 with a tenth of
+    # their answers in the law's outer 10% and medians that follow the laws'; one answer per law
+    # (its median) scores 0. The same numbers as the leaderboard's (prompt_records, outer).
+    from calbench import runner, tables
+    from calbench.lm_eval_io import latest_results
+
+    lines = {}
+    for model in ("calbench-oracle", "calbench-collapsed"):
+        folder = tmp_path / model
+        runner.evaluate(model, ["calbench_numeric_train"], num_samples=60, output_path=folder)
+        results = latest_results(folder)
+        assert results is not None
+        table = tables.summaries(results)
+        assert "the answers against their laws" in table
+        lines[model] = {
+            line.split("|")[1].strip(): [cell.strip().split(" ± ")[0] for cell in line.split("|")[2:-1]]
+            for line in table.splitlines()
+            if line.startswith("| calbench_numeric")
+        }
+    exact, flat = lines["calbench-oracle"], lines["calbench-collapsed"]
+    assert set(exact) == set(flat) == {"calbench_numeric_train"}
+    for task in exact:
+        score, valid, _, outer_share, far, follows = map(float, exact[task])
+        assert score > 90 and valid == 1 and abs(outer_share - 0.1) < 0.03 and far < 0.01 and follows > 0.9
+        assert float(flat[task][0]) == 0  # score
+    # a run without a samples log has no quality table, and says nothing false
+    assert tables.quality_table(tmp_path / "nowhere" / "results_x.json", ["calbench_numeric_quick"]) == ""
