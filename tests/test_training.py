@@ -267,6 +267,19 @@ def test_card_names_the_hub_model_of_a_catalogue_base(tiny_split, tmp_path):
     assert summary["base_model"]["weights_sha256"] in local and str(Path(tiny_split).parent) not in local
 
 
+def test_card_states_the_mean_and_the_last_logged_loss():
+    from calbench.training import card
+
+    history = [{"loss": 2.0, "step": 5}, {"loss": 1.0, "step": 10}, {"eval_loss": 9.0, "step": 10}]
+    new = {"steps": 10, "mean_train_loss": 1.5, "last_train_loss": 1.0, "loss_history": history}
+    assert card.loss_text(new) == "mean training loss 1.5000 over the run, last logged 1.0000"
+    # A summary written before the two were separated: its "final_train_loss" is the run's mean,
+    # and the last logged loss is read from its loss history.
+    old = {"steps": 10, "final_train_loss": 1.5, "loss_history": history}
+    assert card.loss_text(old) == card.loss_text(new)
+    assert card.loss_text({"steps": 3, "final_train_loss": 1.5}) == "mean training loss 1.5000 over the run"
+
+
 @pytest.mark.integration
 def test_adapter_changes_the_scores(tiny_split, tmp_path):
     from calbench import runner

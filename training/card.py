@@ -7,6 +7,7 @@ from typing import Any
 
 from calbench import model_catalogue
 from calbench.leaderboard.card import CARD_AFTER_EVALUATION, CARD_EVALUATION
+from calbench.leaderboard.curves import logged_loss
 from calbench.provenance import package_versions
 from calbench.training.config import TrainConfig
 
@@ -16,6 +17,18 @@ PACKAGES = ("calbench", "torch", "transformers", "peft", "accelerate", "lm-eval"
 def versions() -> dict[str, str]:
     """Python's and the packages' versions, for the card and ``calbench_train.json``."""
     return {"python": platform.python_version(), **package_versions(PACKAGES)}
+
+
+def loss_text(summary: dict[str, Any]) -> str:
+    """The run's training loss as a card states it: the mean over the run's optimizer steps and the
+    last logged value (the trainer's mean over the ``logging_steps`` before the last step)."""
+    # Summaries written before the two were separated named the run's mean "final_train_loss".
+    mean = summary.get("mean_train_loss", summary.get("final_train_loss"))
+    last = summary.get("last_train_loss")
+    if last is None:
+        last = logged_loss(summary.get("loss_history", []), int(summary["steps"]))
+    text = f"mean training loss {mean:.4f} over the run"
+    return text + (f", last logged {last:.4f}" if last is not None else "")
 
 
 def render(config: TrainConfig, summary: dict[str, Any], evaluation: str | None = None) -> str:
@@ -93,7 +106,7 @@ def render(config: TrainConfig, summary: dict[str, Any], evaluation: str | None 
         f" {config.warmup_ratio:.0%} warmup, gradient clipping {config.max_grad_norm},"
         f" effective batch {config.effective_batch}.",
         f"- **Run**: {summary['steps']} optimizer steps, {summary['examples']} examples,"
-        f" final training loss {summary['final_train_loss']:.4f}, {summary['wall_seconds']} s.",
+        f" {loss_text(summary)}, {summary['wall_seconds']} s.",
         f"- **Versions**: {', '.join(f'{k} {v}' for k, v in summary['versions'].items())}.",
         "",
         "## Use",

@@ -33,6 +33,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from calbench import model_catalogue
 from calbench.backends.tree_attention import cache_kwarg, output_cache
+from calbench.leaderboard.curves import logged_loss
 from calbench.training import card, run_folder
 from calbench.training.config import TrainConfig
 from calbench.training.data import FullTrieCollator, HardCollator, SoftPathCollator, TrainingSet
@@ -412,7 +413,8 @@ def _install(trainer: CalibrationTrainer, data: TrainingSet, resolved: TrainConf
             * trainer.args.world_size,
         ),
         "tokens_seen_rank0": so_far["tokens_seen_rank0"],
-        "final_train_loss": mean_logged_loss(trainer.state.log_history),
+        "mean_train_loss": mean_logged_loss(trainer.state.log_history),
+        "last_train_loss": logged_loss(trainer.state.log_history, int(result.global_step)),
         "loss_history": [h for h in trainer.state.log_history if "loss" in h],
         "wall_seconds": so_far["wall_seconds"],
         "segments": so_far["segments"],
