@@ -12,6 +12,8 @@ import collections
 import importlib.util
 import json
 import os
+import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -41,6 +43,32 @@ def smollm2():
     return model_catalogue.model_path("smollm2-135m-instruct")
 
 
+TEARDOWN_ABORT = "terminate called without an active exception"
+
+
+def _teardown_abort(done: subprocess.CompletedProcess, folder: Path) -> bool:
+    """vLLM's CPU build (0.32) sometimes aborts as the interpreter exits, after the run has
+    written its results: SIGABRT, with a C++ thread's ``std::terminate`` as the last line of
+    stderr (seen once in CI, on the stock ``lm_eval`` command; in none of 18 engine runs here)."""
+    return (
+        done.returncode == -signal.SIGABRT
+        and done.stderr.rstrip().endswith(TEARDOWN_ABORT)
+        and any(folder.rglob("results_*.json"))
+    )
+
+
+def _run_engine_command(cmd: list[str], folder: Path) -> subprocess.CompletedProcess:
+    """Run one engine command; after a teardown abort (and only then), rerun it once in an empty
+    folder, so that a second abort, or any other failure, still fails the test."""
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if _teardown_abort(done, folder):
+        print(f"vLLM aborted at exit after writing its results; rerunning once: {' '.join(cmd[:3])}")
+        shutil.rmtree(folder)
+        folder.mkdir()
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    return done
+
+
 @pytest.fixture(scope="module")
 def runs(smollm2, tmp_path_factory):
     """The base model through ``lm_eval --model vllm``, the adapter through ``calbench eval
@@ -58,7 +86,7 @@ def runs(smollm2, tmp_path_factory):
             cmd += ["--metadata", json.dumps({"num_samples": 10})]
         else:
             cmd = ["calbench", "eval", *common, "--num-samples", "10"]
-        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        done = _run_engine_command(cmd, folder)
         assert done.returncode == 0, (cmd, done.stderr[-4000:])
         (results,) = folder.rglob("results_*.json")
         out[name] = results
