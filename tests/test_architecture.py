@@ -108,7 +108,19 @@ def test_calbench_train_reaches_the_addon_through_its_entry_point():
 
 
 # The rooms, lowest first: a module imports only its own room and those below it.
-CORE = {"calbench", "families", "space", "prompt", "parse", "protocols", "policy", "stats", "trie", "answer_tokens"}
+CORE = {
+    "calbench",
+    "families",
+    "param_ranges",
+    "space",
+    "prompt",
+    "parse",
+    "protocols",
+    "policy",
+    "stats",
+    "trie",
+    "answer_tokens",
+}
 LAYERS = [
     ("core", lambda m: m.removeprefix("calbench.") in CORE or m == "calbench"),
     ("metrics", lambda m: m.startswith("calbench.metrics")),

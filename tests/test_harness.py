@@ -48,6 +48,7 @@ def test_task_files_are_flat_and_tagged():
         "calbench_numeric_heldout_seeded",
         "calbench_numeric_heldout_ssot",
         "calbench_numeric_heldout_verbalized",
+        "calbench_numeric_interp",
         "calbench_numeric_quick",
         "calbench_numeric_quick_batch",
         "calbench_numeric_quick_seeded",
@@ -62,6 +63,7 @@ def test_task_files_are_flat_and_tagged():
         "calbench_numeric_unseen_seeded",
         "calbench_numeric_unseen_ssot",
         "calbench_numeric_unseen_verbalized",
+        "calbench_numeric_wide",
         "calbench_open_ended",
         "calbench_retention",
     ]
@@ -80,7 +82,8 @@ def test_task_files_are_flat_and_tagged():
         if path.stem.endswith("_exact"):
             assert tags == ["calbench_exact"]
         else:
-            assert tags == ["calbench_diagnostics"] if path.stem == "calbench_numeric_train" else "calbench" in tags
+            diagnostic = path.stem in ("calbench_numeric_train", "calbench_numeric_interp", "calbench_numeric_wide")
+            assert tags == ["calbench_diagnostics"] if diagnostic else "calbench" in tags
         assert isinstance(cfg["metadata"]["version"], int)
         functions = [v for v in _walk(cfg) if isinstance(v, str) and v.startswith("!function")]
         assert all(f.split()[1].startswith("calbench.") for f in functions)
@@ -118,6 +121,8 @@ def test_every_task_loads():
         "calbench_numeric_heldout_full": 92,
         "calbench_numeric_quick": 42,
         "calbench_numeric_train": 24,
+        "calbench_numeric_interp": 72,
+        "calbench_numeric_wide": 72,
         "calbench_numeric_unseen_likelihood": 24,
         "calbench_numeric_heldout_likelihood": 18,
         "calbench_numeric_unseen_exact": 24,

@@ -46,6 +46,19 @@ GOLDEN = {
         1,
         "0be8bb342c91534d9429ea3d42a256c41e0fd495974266ca229fd6f7a6660b7b",
     ),
+    # Diagnostics: prompts inside the training ranges off the grid, and in the ranges widened 2x.
+    "calbench_numeric_interp.yaml": (
+        "interp",
+        "selected",
+        1,
+        "917f060639711c5b1542ae5ba1869161b422757919f22b357baedac2b64ea595",
+    ),
+    "calbench_numeric_wide.yaml": (
+        "wide",
+        "selected",
+        1,
+        "fb4d5c55795e77dadef58b8d73ca7702addb6692bd8ae84dea40858dc785c965",
+    ),
     "calbench_numeric_unseen_full.yaml": (
         "unseen",
         "full",

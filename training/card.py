@@ -31,6 +31,19 @@ def loss_text(summary: dict[str, Any]) -> str:
     return text + (f", last logged {last:.4f}" if last is not None else "")
 
 
+def data_text(config: TrainConfig) -> str:
+    """The training distribution, as the card and the leaderboard state it."""
+    subset = f" (first {config.prompts}, family-balanced)" if config.prompts else ""
+    if config.parameters == "grid":
+        return f"the 1,988 training prompts of 24 distribution families{subset}"
+    ranges = "the paper's training ranges" if config.widen == 1 else f"the training ranges widened {config.widen:g}x"
+    return (
+        f"fresh parameters for every example, drawn from {ranges} of the 24 training families"
+        f" (`calbench.param_ranges`; as many examples per family as the grid's 1,988 prompts{subset} give,"
+        " never within 2% of a range of an evaluation prompt)"
+    )
+
+
 def render(config: TrainConfig, summary: dict[str, Any], evaluation: str | None = None) -> str:
     """Markdown model card: base model, method, data, optimisation, steps, evaluation."""
     method = (
@@ -90,8 +103,8 @@ def render(config: TrainConfig, summary: dict[str, Any], evaluation: str | None 
             if config.retain_weight > 0
             else []
         ),
-        "- **Data**: the 1,988 training prompts of 24 distribution families"
-        + (f" (first {config.prompts}, family-balanced)" if config.prompts else "")
+        "- **Data**: "
+        + data_text(config)
         + f"; canonical answers with {config.decimals} decimals, {config.max_bins} strings per space;"
         f" {config.samples_per_prompt} example(s) per prompt per epoch, "
         + (

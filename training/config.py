@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 Method = Literal["soft", "hard"]
+Parameters = Literal["grid", "fresh"]
 MAX_DECIMALS = 12
 
 
@@ -39,6 +40,18 @@ class TrainConfig:
         "soft only: 'sample' trains along one sampled path per example (the paper); 'all' trains on every "
         "trie node weighted by its share of the path loss, packed in sub-trie rows (exact, no sampling variance)",
         default="sample",
+    )
+    parameters: Parameters = _flag(
+        "training prompts: 'grid' is the paper's 1,988 fixed grid prompts; 'fresh' draws every example's "
+        "parameters afresh from its family's training range (calbench.param_ranges: log-uniform for scale-like "
+        "parameters, uniform for locations), the same families and number of examples, never within 2%% of a "
+        "range of an evaluation prompt",
+        default="grid",
+    )
+    widen: float = _flag(
+        "fresh parameters only: widen every training range by this factor about its centre, in the parameter's "
+        "scale (1: the paper's ranges; 2 covers the unseen split's region)",
+        default=1.0,
     )
     trie_row_nodes: int = _flag(
         "soft-paths all: trie nodes per packed row (a sub-trie after its prompt, computed once; smaller rows "
@@ -127,6 +140,13 @@ class TrainConfig:
 
         need(self.method in ("soft", "hard"), "method", "must be soft or hard")
         need(self.soft_paths in ("sample", "all"), "soft_paths", "must be sample or all")
+        need(self.parameters in ("grid", "fresh"), "parameters", "must be grid or fresh")
+        need(finite(self.widen) and self.widen >= 1, "widen", "must be a number >= 1")
+        need(
+            self.widen == 1 or self.parameters == "fresh",
+            "widen",
+            "widens fresh parameters' ranges: add --parameters fresh",
+        )
         for name in (
             "batch_size",
             "effective_batch",
@@ -185,8 +205,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(flag, action="store_true", help=help_text)
         elif f.name == "target_modules":
             parser.add_argument(flag, nargs="+", default=list(TrainConfig.target_modules), help=help_text)
-        elif f.name in ("method", "soft_paths"):
-            choices = ["soft", "hard"] if f.name == "method" else ["sample", "all"]
+        elif f.name in ("method", "soft_paths", "parameters"):
+            choices = {"method": ["soft", "hard"], "soft_paths": ["sample", "all"], "parameters": ["grid", "fresh"]}[
+                f.name
+            ]
             parser.add_argument(flag, choices=choices, default=f.default, help=help_text)
         elif f.name == "chat":
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=help_text)

@@ -5,6 +5,11 @@ within each epoch, families take turns (their order reshuffled every round) and 
 family's examples are shuffled, all from ``seed``. Every example draws its answer from
 its own seed, so a run is reproducible and a resumed run sees the same data.
 
+With fresh parameters (``parameters="fresh"``) the order is the same, but each example's
+prompt is a fresh draw of its grid prompt's family (``calbench.param_ranges.draw``, from the
+example's own seed, in the ranges widened by ``widen``): the same families and number of
+examples as the grid, every prompt new, and the same prompts on resume.
+
 The collators turn examples into tensors, left-padded so that every answer ends at the
 last position and the model only computes logits for the trained window
 (``logits_to_keep``):
@@ -31,6 +36,7 @@ import torch
 
 from calbench.answer_tokens import answer_tokens, terminator
 from calbench.families import Target, split_points
+from calbench.param_ranges import draw
 from calbench.prompt import encode, prompt_text, render
 from calbench.space import canonical_space
 from calbench.stats import seed_for
@@ -61,6 +67,16 @@ def family_balanced(targets: Sequence[Target], repeats: int, epochs: int, seed: 
     return out
 
 
+def fresh_targets(
+    grid: Sequence[Target], order: Sequence[tuple[int, int, int]], seed: int, widen: float
+) -> list[Target]:
+    """Example by example (``order``'s (grid prompt, epoch, repeat) triples), a fresh draw of the grid
+    prompt's family from a generator seeded by the run's seed and the triple."""
+    return [
+        draw(grid[p].family, np.random.default_rng(seed_for("parameters", seed, e, p, r)), widen) for p, e, r in order
+    ]
+
+
 class TrainingSet(torch.utils.data.Dataset):
     """Training prompts rendered for one tokenizer, and the example order of a run."""
 
@@ -72,19 +88,24 @@ class TrainingSet(torch.utils.data.Dataset):
         epochs: int,
         seed: int,
         prompts: int | None = None,
+        parameters: str = "grid",
+        widen: float = 1.0,
     ) -> None:
-        targets = split_points("train")
+        grid = split_points("train")
         if prompts is not None:  # a family-balanced subset for smoke runs
-            targets = [targets[i] for i, _, _ in family_balanced(targets, 1, 1, seed)[:prompts]]
+            grid = [grid[i] for i, _, _ in family_balanced(grid, 1, 1, seed)[:prompts]]
+        order = family_balanced(grid, repeats, epochs, seed)
+        if parameters == "fresh":  # one prompt per example, drawn from its grid prompt's family
+            targets = fresh_targets(grid, order, seed, widen)
+            self.examples = [Example(i, seed_for("example", seed, e, p, r)) for i, (p, e, r) in enumerate(order)]
+        else:
+            targets = grid
+            self.examples = [Example(p, seed_for("example", seed, e, p, r)) for p, e, r in order]
         self.targets = targets
         self.tokenizer = tokenizer
         self.rendered = [render(tokenizer, prompt_text(t)) if chat else prompt_text(t) + "\n" for t in targets]
         self.prompt_ids = [encode(tokenizer, r) for r in self.rendered]
         self.end = terminator(tokenizer, chat)
-        self.examples = [
-            Example(p, seed_for("example", seed, epoch, p, r))
-            for p, epoch, r in family_balanced(targets, repeats, epochs, seed)
-        ]
 
     def __len__(self) -> int:
         return len(self.examples)

@@ -291,7 +291,9 @@ def finish(folder: Path, summary: dict[str, Any]) -> None:
 
 def _differences(previous: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
     out = []
-    old, new = previous.get("options", {}), wanted["options"]
+    # An option the run file lacks was added to calbench train later: the run had its default's effect.
+    defaults = {k: v for k, v in TrainConfig().to_dict().items() if k not in NOT_IDENTITY}
+    old, new = {**defaults, **previous.get("options", {})}, wanted["options"]
     by_weights = "base_model" in previous  # the base is its weights, not how --model spells it
     for key in sorted(set(old) | set(new)):
         if key == "model" and by_weights:

@@ -241,7 +241,7 @@ def build(config: TrainConfig) -> tuple[CalibrationTrainer, TrainingSet]:
         retain = RetainSet(tokenizer, chat, config.seed)
         retain.prepare(model.to("cuda") if cuda else model)
     max_bins, epochs, repeats = config.sizes()
-    data = TrainingSet(tokenizer, chat, repeats, epochs, config.seed, config.prompts)
+    data = TrainingSet(tokenizer, chat, repeats, epochs, config.seed, config.prompts, config.parameters, config.widen)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     per_step = config.batch_size * world
     accumulation = max(1, config.effective_batch // per_step)

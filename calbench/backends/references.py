@@ -3,6 +3,11 @@
 * ``calbench-oracle`` reads the family and parameters back from each prompt and answers
   with an exact draw from that law: its excess W1 is zero up to sampling noise.
 * ``calbench-collapsed`` always answers the law's mode: a fully collapsed sampler.
+* ``calbench-lookup`` answers a training family's prompt with an exact draw from the law of its
+  nearest training-grid prompt (``calbench.param_ranges.nearest_training_prompt``: Euclidean in
+  the parameters' units, log scale for scale-like parameters, linear for locations), and a
+  held-out family's with no number: perfect memorisation of the training set. An adapter that
+  beats it on the unseen split has learned more than a lookup.
 
 Both answer the sample-free tasks too, with their whole distribution: the oracle the law
 on its canonical space, the collapsed reference a point mass at the mode.
@@ -29,6 +34,7 @@ from calbench import protocols
 from calbench.families import Target, ppf
 from calbench.metrics.enumeration import Enumeration
 from calbench.metrics.likelihood import TokenLogprobs
+from calbench.param_ranges import is_training_family, nearest_training_prompt
 from calbench.space import DEFAULT_DECIMALS, HARD_MAX_BINS, canonical_space
 from calbench.stats import seed_for
 from calbench.trie import build_trie
@@ -167,6 +173,27 @@ class CollapsedLM(ReferenceLM):
         return format_answer(mode(target), target)
 
 
+class LookupLM(OracleLM):
+    """Exact draws from the nearest training-grid prompt's law; no number for a held-out family."""
+
+    name = "calbench-lookup"
+    NO_ANSWER = "no training prompt of this family"
+
+    def value(self, target: Target, rng: np.random.Generator | None = None) -> str:
+        if not is_training_family(target.family):
+            return self.NO_ANSWER
+        return super().value(nearest_training_prompt(target), rng)
+
+    def distribution(self, target: Target) -> Enumeration:
+        if not is_training_family(target.family):  # every answer invalid
+            empty = np.zeros((0, 3))
+            return Enumeration(np.zeros(0), np.zeros(0), empty, empty, 1.0)
+        return super().distribution(nearest_training_prompt(target))
+
+    def loglikelihood(self, requests: list[Any], disable_tqdm: bool = False) -> list[tuple[float, bool]]:
+        raise NotImplementedError(f"{self.name} answers sampling tasks only")
+
+
 def _point_masses(values: list[float], masses: list[float]) -> Enumeration:
     empty = np.zeros((0, 3))
     return Enumeration(np.asarray(values, dtype=float), np.asarray(masses, dtype=float), empty, empty, 0.0)
@@ -193,4 +220,5 @@ def _exact_logprobs(target: Target, answers: list[str]) -> list[TokenLogprobs]:
 MODELS: dict[str, type[ReferenceLM]] = {
     "calbench-oracle": OracleLM,
     "calbench-collapsed": CollapsedLM,
+    "calbench-lookup": LookupLM,
 }

@@ -15,14 +15,16 @@ from typing import Any
 from lm_eval.api.instance import Instance
 
 from calbench import protocols
-from calbench.families import make_target, split_points
+from calbench.families import make_target
 from calbench.harness.base import CalbenchTask
 from calbench.metrics import prompt_records, protocol_diagnostics
+from calbench.param_ranges import prompt_set
 from calbench.parse import classify
 from calbench.prompt import prompt_text
 from calbench.stats import UNDEFINED, Estimate, family_means
 
-SPLIT_CHOICES = ("unseen", "heldout", "all", "train")  # train: the training prompts, as a diagnostic
+# train, interp, wide: diagnostics of the training prompts, inside and beyond their ranges (calbench.param_ranges)
+SPLIT_CHOICES = ("unseen", "heldout", "all", "train", "interp", "wide")
 POINT_CHOICES = ("selected", "full")
 
 
@@ -49,7 +51,7 @@ def numeric_docs(
     splits = ("unseen", "heldout") if calbench_split == "all" else (calbench_split,)
     rows = []
     for split in splits:
-        for i, target in enumerate(split_points(split, calbench_points)):  # type: ignore[arg-type]
+        for i, target in enumerate(prompt_set(split, calbench_points)):
             rows.append(
                 {
                     "id": f"{split}/{i}",

@@ -28,6 +28,7 @@ from tabulate import tabulate
 
 from calbench.leaderboard import records
 from calbench.leaderboard.checks import RefusedRunError
+from calbench.leaderboard.numbers import SPLIT_TASKS, split_following, split_score
 from calbench.leaderboard.recipes import (
     RESULTS,
     Evaluation,
@@ -40,11 +41,12 @@ from calbench.leaderboard.recipes import (
     read_yaml,
     train_arguments,
 )
+from calbench.leaderboard.render import BOARD_START, SPLIT_LABELS, board_page
 from calbench.leaderboard.run import WORKDIR, _calbench, _say, run_row
 from calbench.metrics.outer import outer_summary
 from calbench.metrics.prompt_records import prompt_rows, sample_quality
 from calbench.provenance import atomic_write
-from calbench.stats import Z95, Estimate, fmt
+from calbench.stats import UNDEFINED, Z95, Estimate, fmt
 
 QUICK = "calbench_numeric_quick"
 RETENTION = {
@@ -313,6 +315,11 @@ def point_numbers(record: Mapping[str, Any]) -> dict[str, Estimate]:
         out.update(sample_quality(rows))
         _, tails = outer_summary(rows)  # does training shrink the PIT's tails? (calbench.metrics.outer)
         out["outer"], out["far"] = tails["outer"], tails["far"]
+    for split, label in SPLIT_LABELS.items():  # a protocol of the prompt sets (generalization.yaml)
+        if SPLIT_TASKS[split] in record["tasks"] and QUICK not in record["tasks"]:
+            for key, fn in ((f"{label} score", split_score), (f"{label} rho", split_following)):
+                value = fn(record, split)
+                out[key] = value if isinstance(value, Estimate) else UNDEFINED
     for task, metric in RETENTION.items():
         pair = record["tasks"].get(task, {}).get("overall", {}).get(metric)
         if pair:
@@ -416,11 +423,14 @@ def draw(curves: Curves, points: Mapping[str, Sequence[Mapping[str, Any]]], path
 
     from calbench.leaderboard.plots import save
 
-    metrics = [
+    candidates = [
         ("calibration_score", "calibration score (quick, 42 prompts)"),
         ("arithmetic exact_flexible", "arithmetic exact_flexible"),
+        *((f"{label} score", f"calibration score: {label}") for label in SPLIT_LABELS.values()),
     ]
-    fig, axes = plt.subplots(1, len(metrics), figsize=(11, 4), squeeze=False)
+    present = {k for run in points.values() for record in run for k in point_numbers(record)}
+    metrics = [(k, label) for k, label in candidates if k in present]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(max(11, 3.6 * len(metrics)), 4), squeeze=False)
     for ax, (key, label) in zip(axes[0], metrics, strict=True):
         for run in curves.runs:
             if run.name not in points:
@@ -443,7 +453,39 @@ def draw(curves: Curves, points: Mapping[str, Sequence[Mapping[str, Any]]], path
     plt.close(fig)
 
 
-def write(curves: Curves, output: Path, draw_plot: bool = True) -> list[Path]:
+def ends(
+    curves: Curves, points: Mapping[str, Sequence[Mapping[str, Any]]], references: Sequence[Mapping[str, Any]] = ()
+) -> str:
+    """The prompt-set protocol's comparison: each run at its last point, beside reference systems'
+    records (their sampling evaluations: the same numbers); "" for another protocol."""
+    if not any(SPLIT_TASKS[s] in e.tasks for e in curves.protocol for s in ("train", "interp", "wide")):
+        return ""
+    keys = [f"{label} {what}" for label in SPLIT_LABELS.values() for what in ("score", "rho")]
+    lines = []
+    for run in curves.runs:
+        if run.name in points:
+            last = points[run.name][-1]
+            numbers = point_numbers(last)
+            step = f"{last['curve']['step']} ({last['curve']['examples']:,} examples)"
+            lines.append([run.label, step, *(fmt(numbers.get(k, UNDEFINED)) for k in keys)])
+    for record in references:
+        cells = []
+        for split in SPLIT_LABELS:
+            for fn in (split_score, split_following):
+                value = fn(record, split)
+                cells.append(value if isinstance(value, str) else fmt(value))
+        lines.append([f"{record['name']} (reference)", "n/a", *cells])
+    headers = ["run", "last point", *keys]
+    return "## At the end of training, beside the references\n\n" + tabulate(
+        lines, headers=headers, tablefmt="github", disable_numparse=True
+    )
+
+
+def write(
+    curves: Curves, output: Path, draw_plot: bool = True, references: Sequence[Mapping[str, Any]] = ()
+) -> list[Path]:
+    """The recipe's page and plot; a page holding the board markers keeps its hand-written text
+    around them (``render.board_page``)."""
     points = load_points(curves)
     if not points:
         return []
@@ -454,14 +496,21 @@ def write(curves: Curves, output: Path, draw_plot: bool = True) -> list[Path]:
         + (f" at {e.samples_per_prompt} samples per prompt" if e.samples_per_prompt else "")
         for e in curves.protocol
     )
+    quick = any(QUICK in e.tasks for e in curves.protocol)
+    numbers = (
+        " The score, pit_w1, valid rate and KS@100 are the quick selection's"
+        " (42 prompts, `calbench.metrics.prompt_records.sample_quality`; KS@100 needs 100 valid answers of a prompt,"
+        " so at 100 samples per prompt it fails any prompt with an invalid one)."
+        if quick
+        else " Each prompt set's calibration score and Spearman's rho of the laws' and the answers' medians"
+        " (`calbench.leaderboard.numbers.split_score`, `split_following`)."
+    )
     text = (
         f"# {curves.title}\n\n"
         f"Rendered by `calbench leaderboard render` from the records in `{curves.declared.as_posix()}/`"
         f" (`calbench leaderboard run {curves.path.as_posix()}`). {which}"
         + (", and the base model at step 0," if curves.score_base else "")
-        + f" scored by one protocol: {protocol}. The score, pit_w1, valid rate and KS@100 are the quick selection's"
-        " (42 prompts, `calbench.metrics.prompt_records.sample_quality`; KS@100 needs 100 valid answers of a prompt,"
-        " so at 100 samples per prompt it fails any prompt with an invalid one). Value ± 95% interval half-width."
+        + f" scored by one protocol: {protocol}.{numbers} Value ± 95% interval half-width."
         + (
             " The train loss is the one logged last at the point (the mean over the logging interval before it, 5 steps by default; the soft"
             " loss is a KL to the trie targets, 0 at a perfect fit)."
@@ -469,9 +518,14 @@ def write(curves: Curves, output: Path, draw_plot: bool = True) -> list[Path]:
             else ""
         )
         + f"\n\n![learning curves]({plot})\n\n"
-        + "\n\n".join(part for part in (spread(curves, points), table(curves, points)) if part)
+        + "\n\n".join(
+            part for part in (ends(curves, points, references), spread(curves, points), table(curves, points)) if part
+        )
         + "\n"
     )
+    existing = (output / page).read_text() if (output / page).is_file() else None
+    if existing is not None and BOARD_START in existing:
+        text = board_page(existing, text)
     atomic_write(output / page, text)
     written = [output / page]
     if draw_plot:

@@ -39,6 +39,7 @@ from typing import Any, TypeVar
 from calbench.families import FAMILIES
 from calbench.metrics import calibration as n_free
 from calbench.metrics import pit
+from calbench.metrics.outer import location_following
 from calbench.metrics.prompt_records import (
     Prompt,
     family_mean_pit_w1,
@@ -56,6 +57,15 @@ LIKELIHOOD_TASKS = {s: f"calbench_numeric_{s}_likelihood" for s in NUMERIC_SPLIT
 EXACT_TASKS = {s: f"calbench_numeric_{s}_exact" for s in NUMERIC_SPLITS}  # sample-free (enumerated)
 TIERS = {1: "I", 2: "II", 3: "III"}
 SAMPLING_SETS = (*NUMERIC_SPLITS, "quick")  # the numeric sampling tasks: each split, and the quick selection
+# Where an adapter stands (calbench.param_ranges): its training prompts, between them, beyond
+# them (the unseen split), on families it never saw, and in the ranges widened 2x.
+SPLIT_TASKS = {
+    "train": "calbench_numeric_train",
+    "interp": "calbench_numeric_interp",
+    "unseen": SAMPLING_TASKS["unseen"],
+    "heldout": SAMPLING_TASKS["heldout"],
+    "wide": "calbench_numeric_wide",
+}
 
 
 def estimate(pair: Sequence[float | None] | None) -> Estimate:
@@ -181,6 +191,30 @@ def ks_at_n(record: Mapping[str, Any], n: int = pit.KS_N) -> Estimate | str:
         return why
     rows = prompts(record)
     return UNDEFINED if rows is None else ks_pass_share(rows, n)
+
+
+def _split_prompts(record: Mapping[str, Any], split: str) -> dict[str, list[Prompt]] | str | None:
+    task = record["tasks"].get(SPLIT_TASKS[split])
+    if task is None or "samples" not in task:
+        return None
+    n = task.get("samples_per_prompt")
+    if n is not None and n < n_free.M_REF:
+        return f"too few samples ({n} < {n_free.M_REF})"
+    return prompt_rows(task["samples"])
+
+
+def split_score(record: Mapping[str, Any], split: str) -> Estimate | str:
+    """The calibration score on one split's prompts alone (``SPLIT_TASKS``): its families' mean."""
+    rows = _split_prompts(record, split)
+    return rows if isinstance(rows, str) else UNDEFINED if rows is None else n_free.calibration_score(rows)
+
+
+def split_following(record: Mapping[str, Any], split: str) -> Estimate | str:
+    """Spearman's rho of the laws' and the answers' medians over one split's prompts."""
+    rows = _split_prompts(record, split)
+    if rows is None or isinstance(rows, str):
+        return UNDEFINED if rows is None else rows
+    return location_following([p for prompts in rows.values() for p in prompts])
 
 
 def tier_metric(record: Mapping[str, Any], tier: int, metric: str) -> Estimate:

@@ -52,7 +52,8 @@ def render_all(
     for path in recipes.of_kind(rows, "curve") if rows is not None and rows.is_dir() else []:
         curve = curves.load(path)
         curve = curves.with_results_dir(curve, results_dir / curve.results_dir.name)
-        written += curves.write(curve, output, draw_plot=draw)
+        references = [r for r in records if r["type"] == "reference"]
+        written += curves.write(curve, output, draw_plot=draw, references=references)
         for run, points in curves.load_points(curve).items():
             if not ends and points[0]["curve"]["step"] == 0:
                 ends.append((f"{run} step 0", points[0]))  # the base model, once

@@ -8,6 +8,7 @@ top-level README. Adapter model cards are ``calbench.leaderboard.card``'s.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 
 from tabulate import tabulate
 
+from calbench.families import split_points
 from calbench.leaderboard import plots
 from calbench.leaderboard.checks import RefusedRunError
 from calbench.leaderboard.numbers import (
@@ -29,12 +31,15 @@ from calbench.leaderboard.numbers import (
     mean_pit_w1,
     ranked,
     samples_per_prompt,
+    split_following,
+    split_score,
     task_metric,
     threshold_score,
     tier_metric,
     valid_rate,
 )
 from calbench.metrics.table import arrow
+from calbench.param_ranges import in_range
 from calbench.provenance import atomic_write
 from calbench.stats import Estimate, fmt
 from calbench.tables import code_block
@@ -124,8 +129,56 @@ def _transfer_columns() -> list[Column]:
     ]
 
 
+SPLIT_LABELS = {
+    "train": "training prompts",
+    "interp": "interpolation",
+    "unseen": "unseen",
+    "heldout": "held-out",
+    "wide": "widened 2x",
+}
+
+
+def training_prompts(record: Mapping[str, Any]) -> str:
+    """An adapter's training distribution, from its recipe: the grid or fresh parameters."""
+    train = ((record.get("recipe") or {}).get("adapter") or {}).get("train")
+    if not isinstance(train, Mapping):
+        return "n/a"
+    if train.get("parameters", "grid") == "grid":
+        return "grid"
+    widen = float(train.get("widen", 1.0))
+    return "fresh" if widen == 1 else f"fresh, {widen:g}x ranges"
+
+
+def unseen_in_range(record: Mapping[str, Any]) -> str:
+    """Whether the adapter's training ranges cover the unseen split's prompts (then the unseen
+    column measures interpolation, not extrapolation): the share of its 24 prompts inside them."""
+    kind = training_prompts(record)
+    if kind == "n/a":
+        return "n/a"
+    train = record["recipe"]["adapter"]["train"]
+    widen = float(train.get("widen", 1.0)) if kind != "grid" else 1.0
+    unseen = split_points("unseen", "selected")
+    inside = sum(in_range(t, widen) for t in unseen)
+    return f"{inside} of {len(unseen)}"
+
+
+def _on_split(fn: Callable[[Mapping[str, Any], str], Cell], split: str, record: Mapping[str, Any]) -> Cell:
+    return fn(record, split)
+
+
+def _split_score_columns() -> list[Column]:
+    out: list[Column] = [("training prompts", training_prompts)]
+    for split, label in SPLIT_LABELS.items():
+        out.append(_column(f"{label} score", "calibration_score", functools.partial(_on_split, split_score, split)))
+        out.append(_column(f"{label} rho", "medians_rho", functools.partial(_on_split, split_following, split)))
+        if split == "unseen":
+            out.append(("unseen prompts in training ranges", unseen_in_range))
+    return out
+
+
 TABLES = {
     "headline": ("Headline", lambda: list(HEADLINE)),
+    "splits": ("Training prompts, interpolation, unseen, held-out", _split_score_columns),
     "unseen": ("Unseen parameters (24 families)", lambda: _split_columns("unseen")),
     "heldout": ("Held-out families (6 families)", lambda: _split_columns("heldout")),
     "tiers": ("Per complexity tier (both splits)", _tier_columns),

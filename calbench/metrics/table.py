@@ -74,6 +74,7 @@ METRICS: dict[str, Metric] = {
         _m("ad_stat", "lower", *DISTANCE, "Anderson-Darling statistic against the law's CDF (exact sampling: about 1)"),
         # the leaderboard (calbench.metrics.calibration, calbench.drift)
         _m("calibration_score", "higher", 0.0, 100.0, "calbench's sample-size-free calibration score"),
+        _m("medians_rho", "higher", -1.0, 1.0, "Spearman's rho of the laws' and the answers' medians over prompts"),
         _m("drift_kl", "lower", *DISTANCE, "KL(base || tuned) per token on neutral text (nats)", slack=1e-6),
         # sample-free (calbench.metrics.enumeration)
         _m("valid_mass", "higher", *SHARE, "probability that a sampled answer is a possible outcome of the law"),

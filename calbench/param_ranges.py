@@ -1,0 +1,426 @@
+"""The training families' parameter ranges: fresh draws, distances, the nearest training prompt,
+and the two prompt sets defined by the ranges (interpolation and widened).
+
+The paper trains on fixed grids (``Family.grids["train"]``). Here a training family's *range*
+is its training grid's box: each axis of the grid (a parameter, or a derived axis such as
+Uniform's width) from its smallest to its largest grid value. Every parameter has a *scale*:
+
+* ``lin`` for locations and probabilities (domains ``real``, ``prob``, ``open_prob``);
+* ``log`` for scale-like parameters, shapes and counts (``positive``, ``count``, ``posint``);
+
+and the grids' derived axes have theirs in ``AXIS_SCALES``. In its scale, a parameter's
+*unit* is its training span (largest minus smallest training value): distances between
+prompts of a family are measured in these units, so a unit is the whole training range.
+
+* ``draw`` gives fresh parameters: each axis uniform in its scale over the range (log-uniform
+  for scale-like axes, uniform for locations; integer axes rounded), widened by a factor
+  (the box's half-width times ``widen`` about its centre, in the axis's scale, clipped to the
+  axis's domain), rounded like every prompt (4 significant digits), and never within
+  ``MARGIN`` of an evaluation prompt: a draw whose every parameter lies within ``MARGIN`` units
+  of the same parameter of one of ``evaluation_prompts()`` is drawn again.
+* ``nearest_training_prompt`` is the training-grid prompt of the same family at the smallest
+  Euclidean distance in units (the lookup reference, ``calbench-lookup``, answers from its law).
+* ``INTERP``: three prompts per training family, every parameter strictly inside its training
+  values' range and off every training grid value, chosen among fresh draws for the largest
+  W1 / IQR between their law and the nearest *law* of the grid (``interp_candidates`` made
+  them; ``tests/test_param_ranges.py`` checks both).
+* ``WIDE``: three prompts per training family drawn from the ranges widened by ``WIDE_FACTOR``,
+  each with at least one parameter outside the paper's training values: where an adapter
+  trained on the widened ranges stands inside them (its in-range score), and what the
+  paper's ranges do not cover.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Literal
+
+import numpy as np
+
+from calbench.families import FAMILIES, Family, InvalidParametersError, Target, ppf, round_params
+from calbench.stats import seed_for
+
+Scale = Literal["lin", "log"]
+
+MARGIN = 0.02  # a fresh draw keeps this many units away from every evaluation prompt (module docstring)
+WIDE_FACTOR = 2.0  # the widening of the WIDE prompt set
+# Derived grid axes (not parameters): their scale, their domain in natural units, and their
+# value for given parameters (to tell whether a prompt lies inside a range).
+AXIS_SCALES: dict[str, tuple[Scale, float, float, Callable[[dict[str, float]], float]]] = {
+    "width": ("log", 0.0, math.inf, lambda p: p["b"] - p["a"]),  # Uniform's and Triangular's b - a
+    "mode": ("lin", 0.0, 1.0, lambda p: (p["c"] - p["a"]) / (p["b"] - p["a"])),  # Triangular's mode
+    "f": ("lin", 0.05, 0.95, lambda p: p["K"] / p["M"]),  # Hypergeometric's K / M (never degenerate)
+    "s": ("log", 0.0, math.inf, lambda p: list(p.values())[1]),  # Laplace's, Logistic's, Gumbel's scale
+}
+PROB_BOUNDS = (0.02, 0.98)  # a widened probability stays clear of degenerate laws
+W1_POINTS = 1000  # quantile midpoints of the law-to-law W1 (heavy tails: a truncated W1)
+
+
+def param_scale(family: Family, name: str) -> Scale:
+    """``lin`` for locations and probabilities, ``log`` for scale-like parameters and counts."""
+    (param,) = [p for p in family.params if p.name == name]
+    return "lin" if param.domain in ("real", "prob", "open_prob") else "log"
+
+
+def _to(scale: Scale, x: np.ndarray | Sequence[float] | float) -> np.ndarray:
+    x = np.asarray(x, dtype=float)
+    return np.log(np.where(x > 0, x, 0.5)) if scale == "log" else x  # a count of 0 sits half a step below 1
+
+
+def _from(scale: Scale, u: np.ndarray | float) -> np.ndarray:
+    u = np.asarray(u, dtype=float)
+    return np.exp(u) if scale == "log" else u
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One axis of a family's training grid: its scale, its training box, its domain."""
+
+    name: str
+    scale: Scale
+    lo: float  # the smallest and largest grid value, natural units
+    hi: float
+    integer: bool
+    domain: tuple[float, float]  # where a widened range is clipped, natural units
+
+    def bounds(self, widen: float) -> tuple[float, float]:
+        """The range widened by ``widen`` about its centre in the axis's scale, clipped to the domain."""
+        if widen == 1:  # the training box itself, exactly
+            return self.lo, self.hi
+        a, b = float(_to(self.scale, self.lo)), float(_to(self.scale, self.hi))
+        centre, half = (a + b) / 2, (b - a) / 2 * widen
+        lo, hi = float(_from(self.scale, centre - half)), float(_from(self.scale, centre + half))
+        return max(lo, self.domain[0]), min(hi, self.domain[1])
+
+
+def is_training_family(family: Family) -> bool:
+    return "train" in family.grids
+
+
+def _family(family: Family | str) -> Family:
+    f = FAMILIES[family] if isinstance(family, str) else family
+    if not is_training_family(f):
+        raise ValueError(f"{f.name} is a held-out family: it has no training range")
+    return f
+
+
+@cache
+def axes(family: Family) -> tuple[Axis, ...]:
+    """The axes of ``family``'s training grid, in grid order."""
+    out = []
+    for name, values in _family(family).grids["train"].axes:
+        params = {p.name: p for p in family.params}
+        if name in params:
+            p = params[name]
+            scale = param_scale(family, name)
+            domain = PROB_BOUNDS if p.domain in ("prob", "open_prob") else (1.0 if p.integer else 0.0, math.inf)
+            if scale == "lin" and p.domain == "real":
+                domain = (-math.inf, math.inf)
+            out.append(Axis(name, scale, min(values), max(values), p.integer, domain))
+        else:
+            scale, lo, hi, _ = AXIS_SCALES[name]
+            out.append(Axis(name, scale, min(values), max(values), False, (lo, hi)))
+    return tuple(out)
+
+
+@cache
+def units(family: Family) -> dict[str, tuple[Scale, float, float]]:
+    """Per parameter: (scale, smallest training value in that scale, its training span)."""
+    points = family.points("train")
+    out = {}
+    for name in family.param_names:
+        scale = param_scale(family, name)
+        values = _to(scale, [t.params[name] for t in points])
+        out[name] = (scale, float(values.min()), float(values.max() - values.min()))
+    return out
+
+
+def coordinates(targets: list[Target]) -> np.ndarray:
+    """Each target's parameters in units (rows: targets; columns: the family's parameters)."""
+    if not targets:
+        return np.zeros((0, 0))
+    family = targets[0].family
+    u = units(family)
+    cols = []
+    for name in family.param_names:
+        scale, low, span = u[name]
+        cols.append((_to(scale, [t.params[name] for t in targets]) - low) / span)
+    return np.stack(cols, axis=1)
+
+
+def nearest_training_prompt(target: Target) -> Target:
+    """The training-grid prompt of ``target``'s family nearest to it (Euclidean distance in units;
+    ties: the first in grid order). A held-out family raises ``ValueError``."""
+    family = _family(target.family)
+    points = family.points("train")
+    d = np.linalg.norm(coordinates(points) - coordinates([target]), axis=1)
+    return points[int(np.argmin(d))]
+
+
+def _draw_axes(family: Family, rng: np.random.Generator, widen: float) -> dict[str, float]:
+    values = {}
+    for axis in axes(family):
+        lo, hi = axis.bounds(widen)
+        if axis.integer:  # each integer of [lo, hi] takes its half-step cell of the scale
+            lo, hi = math.ceil(lo - 1e-9), math.floor(hi + 1e-9)
+            a, b = float(_to(axis.scale, lo - 0.5)), float(_to(axis.scale, hi + 0.5))
+            values[axis.name] = float(min(max(round(float(_from(axis.scale, rng.uniform(a, b)))), lo), hi))
+        else:
+            a, b = float(_to(axis.scale, lo)), float(_to(axis.scale, hi))
+            values[axis.name] = float(_from(axis.scale, rng.uniform(a, b)))
+    return values
+
+
+MAX_TRIES = 1000
+
+
+def draw(family: Family | str, rng: np.random.Generator, widen: float = 1.0, avoid: bool = True) -> Target:
+    """Fresh parameters of a training family (module docstring); ``avoid`` keeps them ``MARGIN``
+    units away from every evaluation prompt. Raises ``ValueError`` for a held-out family or
+    ``widen`` < 1."""
+    family = _family(family)
+    if not (math.isfinite(widen) and widen >= 1):
+        raise ValueError(f"widen must be a finite number >= 1, got {widen!r}")
+    derive = family.grids["train"].derive
+    for _ in range(MAX_TRIES):
+        combo = _draw_axes(family, rng, widen)
+        try:
+            target = family.target(round_params(family, derive(**combo) if derive else combo))
+            _ = target.law
+        except InvalidParametersError:  # e.g. a hypergeometric sample larger than its population
+            continue
+        if not (avoid and near_evaluation(target)):
+            return target
+    raise RuntimeError(f"{family.name}: no valid draw in {MAX_TRIES} tries at widen={widen}")  # pragma: no cover
+
+
+@cache
+def _evaluation_coordinates(family: Family) -> np.ndarray:
+    return coordinates([t for t in evaluation_prompts() if t.family is family])
+
+
+def near_evaluation(target: Target, margin: float = MARGIN) -> bool:
+    """Whether every parameter of ``target`` lies within ``margin`` units of the same parameter of
+    one evaluation prompt of its family."""
+    evaluation = _evaluation_coordinates(target.family)
+    if evaluation.size == 0:
+        return False
+    return bool((np.abs(evaluation - coordinates([target])).max(axis=1) < margin).any())
+
+
+def evaluation_prompts() -> list[Target]:
+    """Every prompt a training draw keeps away from: the unseen split's whole grid and selected
+    points, the held-out families' (never drawn anyway), and the INTERP and WIDE sets."""
+    from calbench.families import split_points
+
+    out = split_points("unseen") + split_points("unseen", "selected")
+    out += split_points("heldout") + split_points("heldout", "selected")
+    return out + interp_points() + wide_points()
+
+
+def axis_values(target: Target) -> dict[str, float]:
+    """``target``'s value on each axis of its family's training grid."""
+    params = target.params
+    return {a.name: params[a.name] if a.name in params else AXIS_SCALES[a.name][3](params) for a in axes(target.family)}
+
+
+def in_range(target: Target, widen: float = 1.0) -> bool:
+    """Whether ``target`` lies inside its family's training range widened by ``widen`` (every axis
+    within ``Axis.bounds``, up to the prompts' rounding to 4 significant digits and, for
+    Hypergeometric's K / M, to K's rounding to a whole count)."""
+    if not is_training_family(target.family):
+        return False
+    values = axis_values(target)
+    for axis in axes(target.family):
+        lo, hi = axis.bounds(widen)
+        x, slack = values[axis.name], 2e-3 * max(abs(lo), abs(hi), 1.0)
+        if axis.name == "f":  # K = round(M f): K / M is f to within half a count
+            slack += 0.5 / target.params["M"]
+        if not lo - slack <= x <= hi + slack:
+            return False
+    return True
+
+
+def _midpoints() -> np.ndarray:
+    return (np.arange(W1_POINTS) + 0.5) / W1_POINTS
+
+
+def _iqr(target: Target) -> float:
+    q1, q3 = ppf(target.law, [0.25, 0.75])
+    return max(float(q3 - q1), 1.0) if target.integer else float(q3 - q1)
+
+
+def law_w1_iqr(a: Target, b: Target) -> float:
+    """W1 between two laws over ``b``'s IQR: the mean |Q_a(u) - Q_b(u)| at ``W1_POINTS`` quantile
+    midpoints (heavy tails are truncated there), over Q_b(3/4) - Q_b(1/4) (1 at least for
+    integer laws, as ``calbench.metrics.sampling.iqr``)."""
+    u = _midpoints()
+    return float(np.mean(np.abs(ppf(a.law, u) - ppf(b.law, u))) / _iqr(b))
+
+
+@cache
+def _grid_quantiles(family: Family) -> np.ndarray:
+    return np.stack([ppf(t.law, _midpoints()) for t in family.points("train")])
+
+
+def min_grid_w1_iqr(target: Target) -> float:
+    """The smallest ``law_w1_iqr`` between any training grid law of ``target``'s family and its law."""
+    grid = _grid_quantiles(_family(target.family))
+    return float(np.abs(grid - ppf(target.law, _midpoints())).mean(axis=1).min() / _iqr(target))
+
+
+def off_grid(target: Target) -> bool:
+    """Every parameter strictly inside its training values' range and equal to none of them."""
+    points = target.family.points("train")
+    for name in target.family.param_names:
+        values = {t.params[name] for t in points}
+        x = target.params[name]
+        if x in values or not min(values) < x < max(values):
+            return False
+    return True
+
+
+def interp_candidates(family: Family | str, n: int = 200, keep: int = 3, seed: int = 0) -> list[Target]:
+    """How ``INTERP`` was made: ``n`` fresh draws in the paper's ranges, kept if off-grid, ranked by
+    ``min_grid_w1_iqr`` (largest first), taken greedily at least 0.25 units apart."""
+    family = _family(family)
+    rng = np.random.default_rng(seed_for("interp", family.name, seed))
+    pool = {t.key: t for t in (draw(family, rng, 1.0, avoid=False) for _ in range(n)) if off_grid(t)}
+    ranked = sorted(pool.values(), key=min_grid_w1_iqr, reverse=True)
+    chosen: list[Target] = []
+    for t in ranked:
+        if all(np.linalg.norm(coordinates([t]) - coordinates([c])) >= 0.25 for c in chosen):
+            chosen.append(t)
+        if len(chosen) == keep:
+            break
+    return chosen
+
+
+def wide_candidates(family: Family | str, keep: int = 3, seed: int = 0) -> list[Target]:
+    """How ``WIDE`` was made: draws from the ranges widened by ``WIDE_FACTOR``, kept if at least one
+    parameter lies outside the paper's training range and at least 0.25 units from those kept
+    (halved after every 1,000 draws that find none: a one-parameter family's widened margins are
+    short)."""
+    family = _family(family)
+    rng = np.random.default_rng(seed_for("wide", family.name, seed))
+    chosen: list[Target] = []
+    spacing, tries = 0.25, 0
+    while len(chosen) < keep:
+        t = draw(family, rng, WIDE_FACTOR, avoid=False)
+        tries += 1
+        if tries % 1000 == 0:
+            spacing /= 2
+        if in_range(t):
+            continue
+        if all(np.linalg.norm(coordinates([t]) - coordinates([c])) >= spacing for c in chosen):
+            chosen.append(t)
+    return chosen
+
+
+def _targets(table: Mapping[str, tuple[Mapping[str, float], ...]]) -> list[Target]:
+    return [FAMILIES[name].target(p) for name in FAMILIES if name in table for p in table[name]]
+
+
+def prompt_set(split: str, selection: str = "full") -> list[Target]:
+    """The prompts of a split (``families.split_points``), ``interp`` (INTERP) or ``wide`` (WIDE)."""
+    from calbench.families import split_points
+
+    if split == "interp":
+        return interp_points()
+    if split == "wide":
+        return wide_points()
+    return split_points(split, selection)  # type: ignore[arg-type]
+
+
+def interp_points() -> list[Target]:
+    """The INTERP prompts, family by family in table order."""
+    return _targets(INTERP)
+
+
+def wide_points() -> list[Target]:
+    """The WIDE prompts, family by family in table order."""
+    return _targets(WIDE)
+
+
+# Made by interp_candidates / wide_candidates (seed 0) and frozen here: the prompt sets are
+# data, pinned by tests/test_prompts_golden.py; tests/test_param_ranges.py checks their
+# definitions hold.
+INTERP: dict[str, tuple[Mapping[str, float], ...]] = {
+    "uniform": ({"a": -3.916, "b": -2.905}, {"a": -1.067, "b": 0.1031}, {"a": 0.8965, "b": 2.018}),
+    "gaussian": ({"mu": 1.388, "sigma": 0.5389}, {"mu": -0.5691, "sigma": 0.5001}, {"mu": -1.411, "sigma": 0.6418}),
+    "beta": ({"alpha": 4.907, "beta": 2.789}, {"alpha": 2.704, "beta": 3.766}, {"alpha": 4.717, "beta": 1.354}),
+    "binomial": ({"n": 8, "p": 0.6796}, {"n": 11, "p": 0.7685}, {"n": 6, "p": 0.7962}),
+    "exponential": ({"lambda": 1.367}, {"lambda": 0.5236}, {"lambda": 2.68}),
+    "geometric": ({"p": 0.5454}, {"p": 0.374}, {"p": 0.2113}),
+    "negative_binomial": ({"r": 11.13, "p": 0.2108}, {"r": 11.63, "p": 0.5164}, {"r": 3.204, "p": 0.4506}),
+    "lognormal": ({"mu": 0.6369, "sigma": 0.2726}, {"mu": -0.8592, "sigma": 0.3052}, {"mu": 1.409, "sigma": 0.2725}),
+    "triangular": (
+        {"a": 0.4673, "c": 1.119, "b": 1.473},
+        {"a": -0.8094, "c": 0.0003188, "b": 0.2485},
+        {"a": -1.698, "c": -1.08, "b": -0.4763},
+    ),
+    "rayleigh": ({"sigma": 0.8173}, {"sigma": 0.5451}, {"sigma": 1.455}),
+    "cauchy": ({"x0": -0.6396, "gamma": 0.6162}, {"x0": -1.777, "gamma": 0.5458}, {"x0": 1.815, "gamma": 0.8171}),
+    "student_t": ({"nu": 3.223}, {"nu": 5.405}, {"nu": 8.514}),
+    "chi_square": ({"nu": 2.485}, {"nu": 8.897}, {"nu": 4.492}),
+    "f_distribution": ({"d1": 9.664, "d2": 6.402}, {"d1": 6.861, "d2": 6.338}, {"d1": 4.968, "d2": 6.445}),
+    "gamma": ({"alpha": 4.879, "beta": 1.816}, {"alpha": 3.656, "beta": 2.83}, {"alpha": 2.793, "beta": 1.661}),
+    "laplace": ({"mu": 1.382, "b": 0.5237}, {"mu": -1.388, "b": 0.5545}, {"mu": -0.2251, "b": 0.5344}),
+    "logistic": ({"mu": 1.799, "s": 0.5446}, {"mu": 0.618, "s": 0.5247}, {"mu": -1.423, "s": 0.5336}),
+    "pareto": ({"alpha": 4.89, "xm": 1.634}, {"alpha": 4.856, "xm": 1.091}, {"alpha": 4.707, "xm": 0.7138}),
+    "hypergeometric": ({"M": 38, "K": 27, "N": 12}, {"M": 44, "K": 33, "N": 6}, {"M": 51, "K": 36, "N": 8}),
+    "gumbel": ({"mu": -0.6067, "beta": 0.5246}, {"mu": 1.383, "beta": 0.5221}, {"mu": -1.837, "beta": 0.5149}),
+    "skellam": ({"mu1": 4.738, "mu2": 4.23}, {"mu1": 7.038, "mu2": 6.587}, {"mu1": 1.584, "mu2": 1.75}),
+    "beta_binomial": (
+        {"n": 13, "alpha": 4.525, "beta": 0.7303},
+        {"n": 25, "alpha": 2.287, "beta": 0.5441},
+        {"n": 17, "alpha": 3.776, "beta": 0.8},
+    ),
+    "lomax": ({"alpha": 1.535, "lambda": 2.924}, {"alpha": 1.656, "lambda": 1.127}, {"alpha": 2.06, "lambda": 1.407}),
+    "inverse_gaussian": (
+        {"mu": 0.6526, "lambda": 3.809},
+        {"mu": 1.328, "lambda": 4.687},
+        {"mu": 1.128, "lambda": 2.67},
+    ),
+}
+WIDE: dict[str, tuple[Mapping[str, float], ...]] = {
+    "uniform": ({"a": 4.65, "b": 5.172}, {"a": -8.242, "b": -3.973}, {"a": -7.361, "b": -1.463}),
+    "gaussian": ({"mu": 2.582, "sigma": 2.742}, {"mu": 2.378, "sigma": 0.4896}, {"mu": 0.2508, "sigma": 0.3153}),
+    "beta": ({"alpha": 7.677, "beta": 0.6274}, {"alpha": 0.2257, "beta": 0.3475}, {"alpha": 0.2287, "beta": 3.006}),
+    "binomial": ({"n": 4, "p": 0.1706}, {"n": 38, "p": 0.07039}, {"n": 27, "p": 0.9006}),
+    "exponential": ({"lambda": 15.1}, {"lambda": 0.3547}, {"lambda": 5.063}),
+    "geometric": ({"p": 0.1547}, {"p": 0.8621}, {"p": 0.9631}),
+    "negative_binomial": ({"r": 12.19, "p": 0.9493}, {"r": 19.07, "p": 0.5686}, {"r": 7.059, "p": 0.09832}),
+    "lognormal": ({"mu": 1.07, "sigma": 1.833}, {"mu": -1.98, "sigma": 0.5541}, {"mu": 2.588, "sigma": 0.1531}),
+    "triangular": (
+        {"a": 1.777, "c": 2.353, "b": 3.091},
+        {"a": -1.78, "c": -1.365, "b": -1.189},
+        {"a": 1.044, "c": 7.131, "b": 9.388},
+    ),
+    "rayleigh": ({"sigma": 0.4927}, {"sigma": 2.016}, {"sigma": 3.355}),
+    "cauchy": ({"x0": 1.439, "gamma": 0.4772}, {"x0": -1.287, "gamma": 2.463}, {"x0": -2.664, "gamma": 0.5904}),
+    "student_t": ({"nu": 17.97}, {"nu": 11.75}, {"nu": 1.795}),
+    "chi_square": ({"nu": 21.06}, {"nu": 0.6367}, {"nu": 1.301}),
+    "f_distribution": ({"d1": 10.75, "d2": 3.282}, {"d1": 14.47, "d2": 39.11}, {"d1": 13.75, "d2": 20.32}),
+    "gamma": ({"alpha": 0.538, "beta": 1.091}, {"alpha": 1.867, "beta": 0.5413}, {"alpha": 0.7822, "beta": 4.026}),
+    "laplace": ({"mu": -3.638, "b": 3.895}, {"mu": 0.6502, "b": 0.371}, {"mu": 3.376, "b": 0.4258}),
+    "logistic": ({"mu": 2.496, "s": 2.952}, {"mu": -1.683, "s": 2.1}, {"mu": -0.1589, "s": 0.3373}),
+    "pareto": ({"alpha": 2.309, "xm": 2.416}, {"alpha": 4.449, "xm": 2.102}, {"alpha": 1.265, "xm": 2.883}),
+    "hypergeometric": ({"M": 115, "K": 15, "N": 4}, {"M": 84, "K": 16, "N": 12}, {"M": 31, "K": 25, "N": 18}),
+    "gumbel": ({"mu": 0.7503, "beta": 0.3366}, {"mu": -2.508, "beta": 3.468}, {"mu": 3.106, "beta": 0.7626}),
+    "skellam": ({"mu1": 0.8121, "mu2": 14.2}, {"mu1": 1.655, "mu2": 8.977}, {"mu1": 5.878, "mu2": 0.7631}),
+    "beta_binomial": (
+        {"n": 6, "alpha": 0.4773, "beta": 0.531},
+        {"n": 9, "alpha": 1.672, "beta": 0.4685},
+        {"n": 46, "alpha": 0.4184, "beta": 11.26},
+    ),
+    "lomax": ({"alpha": 1.137, "lambda": 1.386}, {"alpha": 1.037, "lambda": 4.169}, {"alpha": 5.537, "lambda": 4.279}),
+    "inverse_gaussian": (
+        {"mu": 0.5658, "lambda": 0.3297},
+        {"mu": 0.4042, "lambda": 0.2003},
+        {"mu": 1.215, "lambda": 11.05},
+    ),
+}
