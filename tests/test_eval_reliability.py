@@ -131,3 +131,32 @@ def test_an_output_json_file_name_finds_its_results(tmp_path):
     (tmp_path / "other.json").write_text("{}")
     assert latest_results(tmp_path / "mine.json") == tmp_path / "mine_2026-12-03T08-19-58.843839.json"
     assert latest_results(tmp_path / "nothing.json") is None
+
+
+@pytest.mark.integration
+def test_one_absurd_answer_never_loses_the_run(tmp_path):
+    """A stand-in model answering 1, 2 and 1e80 in turn (issue 36, case 2): the evaluation writes
+    its results; the moment metrics are finite or NaN, the others as for any answers."""
+    from lm_eval.api.registry import MODEL_REGISTRY, register_model
+
+    from calbench import runner
+    from calbench.backends.references import ReferenceLM
+    from calbench.lm_eval_io import latest_results
+
+    class Absurd(ReferenceLM):
+        name = "calbench-test-absurd"
+        turn = 0
+
+        def answer(self, target):
+            self.turn += 1
+            return ("1", "2", "1e80")[self.turn % 3]
+
+    if Absurd.name not in MODEL_REGISTRY:
+        register_model(Absurd.name)(Absurd)
+    runner.evaluate(Absurd.name, ["calbench_numeric_quick"], num_samples=9, output_path=tmp_path)
+    results = latest_results(tmp_path)
+    assert results is not None
+    overall = json.loads(results.read_text())["results"]["calbench_numeric_quick"]
+    assert overall["valid_rate,samples"] > 0.5  # bounded laws refuse 2 or 1e80; the others take them
+    # A law with a variance sees a sample variance of about 1e159 of its own: huge, and finite.
+    assert 1e100 < overall["variance_error,samples"] < 1e308

@@ -86,3 +86,41 @@ def test_exact_continuous_draws_average_about_one():
     rng = np.random.default_rng(3)
     values = [anderson_darling(target.law.rvs(size=100, random_state=rng), target, seed=0).value for _ in range(200)]
     assert np.mean(values) == pytest.approx(1.0, abs=0.15)  # E[A²] = 1 under the null
+
+
+# ---- absurd answers (issue 36, case 2; case 18) ------------------------------------------------
+
+
+@pytest.mark.parametrize("far", [1e80, 1e200, 1e308, -1.7e308])
+def test_absurd_answers_overflow_nothing(far):
+    """An answer such as 1e80 is valid for every law with unbounded support: the moment errors are
+    finite, or NaN where the true value is beyond the float range, never an exception."""
+    target = make_target("gaussian", {"mu": 0, "sigma": 1})
+    x = np.array([1.0, 2.0, far] * 20)
+    for metric in (mean_error, variance_error, anderson_darling):
+        e = metric(x, target)
+        assert all(math.isfinite(v) or math.isnan(v) for v in (e.value, e.se)), (metric.__name__, far, e)
+    assert mean_error(x, target).value == pytest.approx(abs(far) / 3, rel=1e-9)  # |x̄ - 0| / 1
+    if abs(far) < 1e150:  # s² / var is finite: it is exact
+        assert variance_error(x, target).value == pytest.approx(float(np.var(x, ddof=1)) - 1, rel=1e-9)
+
+
+def test_the_scaled_moments_equal_the_plain_ones_on_ordinary_answers():
+    target = make_target("gamma", {"alpha": 2, "beta": 3})
+    x = target.law.rvs(size=400, random_state=np.random.default_rng(3))
+    var = 18.0
+    m2, m4 = np.var(x), np.mean((x - x.mean()) ** 4)
+    assert variance_error(x, target).value == pytest.approx(abs(np.var(x, ddof=1) / var - 1), rel=1e-12)
+    assert variance_error(x, target).se == pytest.approx(math.sqrt(m4 - m2**2) / (var * math.sqrt(400)), rel=1e-9)
+    assert mean_error(x, target).value == pytest.approx(abs(x.mean() - 6) / math.sqrt(var), rel=1e-12)
+
+
+def test_anderson_darling_treats_both_tails_alike():
+    """N(0, 1): the 99 midpoint quantiles plus one answer at +10 or at -10 give the same A²,
+    0.527 (the exact tails; the upper tail's log term was capped at ln 1e-16 before)."""
+    target = make_target("gaussian", {"mu": 0, "sigma": 1})
+    base = stats.norm.ppf((np.arange(99) + 0.5) / 99)
+    up, down = (anderson_darling(np.r_[base, s * 10.0], target).value for s in (1, -1))
+    assert up == pytest.approx(down, rel=1e-12) and up == pytest.approx(0.5269, abs=1e-3)
+    far_up, far_down = (anderson_darling(np.r_[base, s * 1e300], target).value for s in (1, -1))
+    assert far_up == pytest.approx(far_down, rel=1e-12) and math.isfinite(far_up)

@@ -11,17 +11,21 @@ With x_1..x_n the valid answers, x̄ their mean, s² their variance (ddof 1) and
   sqrt(m4 - m2²) / (var √n), m2 and m4 the answers' second and fourth central moments (the
   delta method);
 * ``ad_stat``: the Anderson-Darling statistic of the answers against the law,
-  A² = -n - (1/n) Σ_i (2i - 1) [ln F(x_(i)) + ln(1 - F(x_(n+1-i)))] for a continuous law
-  (F clipped to [1e-300, 1 - 1e-16]: an answer beyond the law's float range counts as at it);
+  A² = -n - (1/n) Σ_i (2i - 1) [ln F(x_(i)) + ln(1 - F(x_(n+1-i)))] for a continuous law, both
+  logarithms from the law's own ``logcdf`` and ``logsf`` and floored at ln 1e-300 alike (an
+  answer whose tail probability is below 1e-300 counts as at it, in either tail: A² is symmetric);
   for an integer law its discrete form (Choulakian, Lockhart and Stephens 1994),
   A² = n Σ_j (S_j / n - H_j)² p_j / (H_j (1 - H_j)) over the support points j, S_j the answers at
-  most j, H_j = F(j), p_j = P(X = j), the lattice cut where H_j (1 - H_j) < 1e-12 (answers past
-  it count at its ends). Exact sampling gives E[A²] ≈ 1 (continuous); its standard error is the
+  most j, H_j = F(j), p_j = P(X = j), the lattice cut where H_j (1 - H_j) < 1e-12: answers past
+  the cut count as if at its ends (Poisson(4): 30, 100 and 1e6 give one A²; the PIT metrics and
+  the outer and far shares tell how far they are). Exact sampling gives E[A²] ≈ 1 (continuous); its standard error is the
   bootstrap's (200 resamples of the answers, seeded).
 
 A law without a finite mean (Cauchy) has neither moment error, and one with an infinite
 variance (Student's t with nu ≤ 2, Pareto and Lomax with alpha ≤ 2) no variance error and no mean
-error (sd is infinite): both are undefined (NaN), and families average what is defined.
+error (sd is infinite): both are undefined (NaN), and families average what is defined. The
+moments are computed on the answers scaled to [-1, 1], so answers as large as the largest float
+overflow nothing; an error too large for a float (variance_error of answers near 1e308) is NaN.
 """
 
 from __future__ import annotations
@@ -43,34 +47,65 @@ def law_moments(target: Target) -> tuple[float, float]:
     return (mean if math.isfinite(mean) else math.nan, var if math.isfinite(var) and var > 0 else math.nan)
 
 
+def _scaled(x: np.ndarray) -> tuple[np.ndarray, float, float]:
+    """(x - x̄) / c, x̄ and c = max |x - x̄| (1 if all equal), computed without overflow: the mean
+    as c0 times the mean of x / c0 with c0 = max |x|, so answers near the largest float stay finite."""
+    c0 = float(np.max(np.abs(x)))
+    c0 = c0 if c0 > 0 else 1.0
+    mean = c0 * float(np.mean(x / c0))
+    spread = x / c0 - mean / c0
+    c1 = float(np.max(np.abs(spread)))
+    c1 = c1 if c1 > 0 else 1.0
+    return spread / c1, mean, c0 * c1
+
+
+def _finite_or_nan(value: float) -> float:
+    """A moment too large for a float (answers near 1e308) is undefined, not infinite."""
+    return value if math.isfinite(value) else math.nan
+
+
 def mean_error(values: np.ndarray, target: Target) -> Estimate:
     """|x̄ - μ| / sd and its standard error (module docstring)."""
     x = np.asarray(values, dtype=float)
     mu, var = law_moments(target)
     if x.size == 0 or not (math.isfinite(mu) and math.isfinite(var)):
         return Estimate(math.nan, math.nan)
+    z, mean, c = _scaled(x)
     sigma = math.sqrt(var)
-    se = float(x.std(ddof=1)) / (sigma * math.sqrt(x.size)) if x.size > 1 else math.nan
-    return Estimate(abs(float(x.mean()) - mu) / sigma, se)
+    with np.errstate(over="ignore"):
+        se = float(np.std(z, ddof=1)) * (c / sigma) / math.sqrt(x.size) if x.size > 1 else math.nan
+        error = abs(mean / sigma - mu / sigma)
+    return Estimate(_finite_or_nan(error), _finite_or_nan(se))
 
 
 def variance_error(values: np.ndarray, target: Target) -> Estimate:
-    """|s² / var - 1| and its standard error (module docstring)."""
+    """|s² / var - 1| and its standard error (module docstring), computed on the answers scaled to
+    [-1, 1] (``_scaled``), so that no power of an answer overflows; NaN if s² / var itself is
+    beyond the float range."""
     x = np.asarray(values, dtype=float)
     _, var = law_moments(target)
     if x.size < 2 or not math.isfinite(var):
         return Estimate(math.nan, math.nan)
-    s2, m2 = float(x.var(ddof=1)), float(x.var())
-    m4 = float(np.mean((x - x.mean()) ** 4))  # m4 >= m2², so the root is real
-    se = math.sqrt(max(m4 - m2**2, 0.0)) / (var * math.sqrt(x.size))
-    return Estimate(abs(s2 / var - 1.0), se)
+    z, _, c = _scaled(x)
+    m2, m4 = float(np.mean(z**2)), float(np.mean(z**4))  # m4 >= m2², so the root is real
+    with np.errstate(over="ignore"):
+        ratio = float(np.square(np.float64(c / math.sqrt(var))))  # c² / var: may leave the float range (inf)
+        s2_over_var = m2 * x.size / (x.size - 1) * ratio
+        se = math.sqrt(max(m4 - m2 * m2, 0.0)) * ratio / math.sqrt(x.size)
+    return Estimate(_finite_or_nan(abs(s2_over_var - 1.0)), _finite_or_nan(se))
+
+
+LOG_FLOOR = math.log(1e-300)  # a tail probability below 1e-300 counts as 1e-300, on either side
 
 
 def _ad_continuous(x: np.ndarray, target: Target) -> float:
-    u = np.clip(target.law.cdf(np.sort(x)), 1e-300, 1 - 1e-16)
-    n = u.size
+    x = np.sort(x)
+    with np.errstate(divide="ignore"):
+        log_f = np.maximum(np.asarray(target.law.logcdf(x), dtype=float), LOG_FLOOR)
+        log_s = np.maximum(np.asarray(target.law.logsf(x), dtype=float), LOG_FLOOR)
+    n = x.size
     i = np.arange(1, n + 1)
-    return float(-n - np.sum((2 * i - 1) * (np.log(u) + np.log1p(-u[::-1]))) / n)
+    return float(-n - np.sum((2 * i - 1) * (log_f + log_s[::-1])) / n)
 
 
 def _lattice(target: Target) -> np.ndarray:

@@ -35,8 +35,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -138,29 +140,50 @@ class PromptScore:
         return cls(**fields)
 
 
+UNDEFINED_FLOOR = SimpleNamespace(median=math.nan, se=math.nan)
+
+
+def _guarded(metric: str, target: Target, fallback: Any, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+    """``fn(*args)``, or ``fallback`` (NaN) with a warning naming the metric, the prompt and why:
+    one metric that cannot be computed on some answers never costs the evaluation the others."""
+    try:
+        return fn(*args, **kw)
+    except (ArithmeticError, ValueError, FloatingPointError) as err:
+        warnings.warn(f"calbench: {metric} of {target.key} is undefined on these answers ({err!r}): NaN", stacklevel=2)
+        return fallback
+
+
 def score_prompt(target: Target, responses: Sequence[str], seed: int | None = None) -> PromptScore:
-    """Parse and score the responses to one prompt (bootstrap seeded from the target by default)."""
+    """Parse and score the responses to one prompt (bootstrap seeded from the target by default).
+    A metric that fails on some answers is NaN (``_guarded``), the others are kept."""
     answers = [classify(r, target) for r in responses]
     values = np.array([a.value for a in answers if a.valid], dtype=float)
     n_valid = int(values.size)
-    floor = sampling.oracle_floor(target, n_valid)
+    nan, nan2 = math.nan, (math.nan, math.nan)
     seed = seed_for("bootstrap", target.key, len(responses)) if seed is None else seed
-    test, stat, pvalue = sampling.goodness_of_fit(values, target) if n_valid else ("none", math.nan, math.nan)
-    pit_w1_value, pit_ks_value = pit.pit_w1_ks(*pit.pit_intervals(values, target))
-    pit_floor = pit.pit_floor(target, n_valid)
-    mean_err, var_err, ad = (
-        moments.mean_error(values, target),
-        moments.variance_error(values, target),
-        moments.anderson_darling(values, target),
+    floor = _guarded("the exact-sampling W1 floor", target, UNDEFINED_FLOOR, sampling.oracle_floor, target, n_valid)
+    test, stat, pvalue = (
+        _guarded("goodness_of_fit", target, ("none", nan, nan), sampling.goodness_of_fit, values, target)
+        if n_valid
+        else ("none", nan, nan)
     )
+    intervals = _guarded("the PIT", target, None, pit.pit_intervals, values, target)
+    pit_w1_value, pit_ks_value = (
+        nan2 if intervals is None else _guarded("pit_w1", target, nan2, pit.pit_w1_ks, *intervals)
+    )
+    pit_floor = _guarded("the exact-sampling pit_w1 floor", target, UNDEFINED_FLOOR, pit.pit_floor, target, n_valid)
+    undefined = Estimate(nan, nan)
+    mean_err = _guarded("mean_error", target, undefined, moments.mean_error, values, target)
+    var_err = _guarded("variance_error", target, undefined, moments.variance_error, values, target)
+    ad = _guarded("ad_stat", target, undefined, moments.anderson_darling, values, target)
     return PromptScore(
         family=target.family.name,
         params=target.params,
         n=len(responses),
         n_parsed=sum(a.parsed for a in answers),
         n_valid=n_valid,
-        w1=sampling.w1(values, target.law),
-        w1_se=sampling.w1_se(values, target, seed=seed),
+        w1=_guarded("w1", target, nan, sampling.w1, values, target.law),
+        w1_se=_guarded("w1", target, nan, sampling.w1_se, values, target, seed=seed),
         floor=floor.median,
         floor_se=floor.se,
         iqr=sampling.iqr(target),
@@ -168,11 +191,11 @@ def score_prompt(target: Target, responses: Sequence[str], seed: int | None = No
         gof_stat=stat,
         gof_pvalue=pvalue,
         pit_w1=pit_w1_value,
-        pit_w1_se=pit.pit_w1_se(values, target, seed=seed),
+        pit_w1_se=_guarded("pit_w1", target, nan, pit.pit_w1_se, values, target, seed=seed),
         pit_floor=pit_floor.median,
         pit_floor_se=pit_floor.se,
         pit_ks=pit_ks_value,
-        ks_at_n=pit.ks_at_n(values, target),
+        ks_at_n=_guarded("ks_at_n", target, nan, pit.ks_at_n, values, target),
         mean_error=mean_err.value,
         mean_error_se=mean_err.se,
         variance_error=var_err.value,

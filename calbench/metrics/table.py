@@ -71,7 +71,13 @@ METRICS: dict[str, Metric] = {
             "absolute error of the sample mean, in law standard deviations (no moments: left out)",
         ),
         _m("variance_error", "lower", *DISTANCE, "relative error of the sample variance against the law's"),
-        _m("ad_stat", "lower", *DISTANCE, "Anderson-Darling statistic against the law's CDF (exact sampling: about 1)"),
+        _m(
+            "ad_stat",
+            "lower",
+            *DISTANCE,
+            "Anderson-Darling statistic against the law's CDF (exact sampling: about 1; integer laws:"
+            " answers past the lattice's 1e-12 tails count at its ends)",
+        ),
         # the leaderboard (calbench.metrics.calibration, calbench.drift)
         _m("calibration_score", "higher", 0.0, 100.0, "calbench's sample-size-free calibration score"),
         _m("medians_rho", "higher", -1.0, 1.0, "Spearman's rho of the laws' and the answers' medians over prompts"),
