@@ -112,6 +112,7 @@ CORE = {
     "calbench",
     "families",
     "param_ranges",
+    "train_record",
     "space",
     "prompt",
     "parse",

@@ -11,6 +11,7 @@ import pytest
 from calbench import cli
 from calbench.leaderboard import curves, records
 from calbench.leaderboard.recipes import RecipeError
+from calbench.train_record import logged_loss
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -215,15 +216,15 @@ def test_a_point_names_its_checkpoint_by_the_workdir_not_the_machine(tmp_path):
 def test_a_points_training_loss_is_the_one_logged_last_at_or_before_it(tmp_path):
     history = [{"loss": 2.0, "step": 5}, {"loss": 1.5, "step": 10}, {"grad_norm": 1, "step": 12}]
     history += [{"loss": 1.2, "step": 15}, {"train_loss": 1.6, "step": 15}]  # the run's mean: not a logged loss
-    assert curves.logged_loss(history, 4) is None
-    assert curves.logged_loss(history, 12) == 1.5
-    assert curves.logged_loss(history, 15) == curves.logged_loss(history, 99) == 1.2
+    assert logged_loss(history, 4) is None
+    assert logged_loss(history, 12) == 1.5
+    assert logged_loss(history, 15) == logged_loss(history, 99) == 1.2
     # The run's table gains the column when a point has it (the base model at step 0 has none).
     text = "kind: curve\nmodel: m\nprotocol: {q: {tasks: [t]}}\nruns:\n  r: {train: {effective_batch: 2}}\n"
     spec = curves.load(_recipe(tmp_path, "m", text))
     base, trained = _point([0.0] * 100), _point([0.5] * 100)
     base["curve"] = {"step": 0, "examples": 0, "seconds_per_step": 1.0, "tokens_per_step": 9.0}
-    trained["curve"] = {**base["curve"], "step": 15, "examples": 30, "train_loss": curves.logged_loss(history, 15)}
+    trained["curve"] = {**base["curve"], "step": 15, "examples": 30, "train_loss": logged_loss(history, 15)}
     lines = curves.table(spec, {"r": [base, trained]}).splitlines()
     headers = [h.strip() for h in lines[2].split("|")]
     at = headers.index("train loss")

@@ -91,6 +91,50 @@ def test_bad_recipes_are_refused_naming_the_file_and_field(tmp_path, text, messa
     assert str(row) in str(err.value)
 
 
+HOSTILE_NAMES = [
+    ("/tmp/calbench-victim", "is not a folder name"),
+    ("../../x", "is not a folder name"),
+    ("''", "is not a folder name"),
+    ("'.'", "is not a folder name"),
+    ("train", "is reserved"),
+    ("points", "is reserved"),
+    ("5", "must be a string"),
+]
+
+
+@pytest.mark.parametrize(("name", "message"), HOSTILE_NAMES)
+def test_an_evaluation_name_is_one_safe_folder_name(tmp_path, name, message):
+    """Issue 36, case 1: a row's evaluation folder is <workdir>/<row>/<evaluation>, deleted before
+    each run: a path, an escape, the row's own training run, or a number is refused at load."""
+    _write(tmp_path, "defaults.yaml", DEFAULTS)
+    row = _write(
+        tmp_path, "row.yaml", f"type: base\nmodel: m\nevaluations:\n  {name}: {{tasks: [calbench_numeric_quick]}}\n"
+    )
+    with pytest.raises(RecipeError, match=message):
+        load_row(row)
+
+
+def test_two_evaluations_named_alike_are_refused(tmp_path):
+    _write(tmp_path, "defaults.yaml", "backend: calbench-oracle\nevaluations: {}\n")
+    row = _write(tmp_path, "row.yaml", "type: reference\nevaluations:\n  '5': {tasks: [a]}\n  5: {tasks: [b]}\n")
+    with pytest.raises(RecipeError, match=r"must be a string|named twice"):
+        load_row(row)
+
+
+@pytest.mark.parametrize(("name", "message"), HOSTILE_NAMES[:4])
+def test_a_curve_run_name_is_one_safe_folder_name(tmp_path, name, message):
+    from calbench.leaderboard import curves
+
+    path = _write(
+        tmp_path,
+        "curve.yaml",
+        "kind: curve\nmodel: m\nprotocol: {quick: {tasks: [calbench_numeric_quick]}}\n"
+        f"runs:\n  {name}: {{train: {{method: soft, effective_batch: 4}}}}\n",
+    )
+    with pytest.raises(RecipeError, match=message):
+        curves.load(path)
+
+
 def test_the_published_recipes_read_and_match_their_records():
     stored = {r["name"]: r for r in records.load_records(ROOT / "leaderboards" / "results")}
     paths = recipes.rows_in(ROWS)
@@ -253,3 +297,94 @@ def test_the_demo_shows_each_methods_best_smollm2_adapter_on_the_leaderboard():
     assert set(best) == set(demo.ADAPTER_ROWS)
     for method, row in demo.ADAPTER_ROWS.items():  # a tie keeps the adapter the demo shows
         assert scores[row] == best[method], f"the demo's {method} adapter {row} is not its method's best"
+
+
+# ---- issue 36: identity by weights, exact training options (cases 3 and 16) -------------------
+
+
+def test_a_recipes_training_options_are_named_exactly(tmp_path):
+    """Case 16: argparse would take ``overwri`` for --overwrite; a recipe names options exactly."""
+    _write(tmp_path, "defaults.yaml", DEFAULTS)
+    row = _write(tmp_path, "row.yaml", "type: base\nmodel: m\nadapter: {path: a, train: {overwri: true}}\n")
+    with pytest.raises(RecipeError, match=r"unknown calbench train option\(s\) \['overwri'\]"):
+        load_row(row)
+
+
+def test_calbench_train_takes_no_abbreviation(capsys):
+    from calbench.training.cli import main as train_main
+
+    with pytest.raises(SystemExit) as done:
+        train_main(["--overwri"])
+    assert done.value.code == 2 and "unrecognized arguments: --overwri" in capsys.readouterr().err
+
+
+def _adapter_record(folder: Path, **options) -> Path:
+    from calbench.training.config import TrainConfig
+
+    folder.mkdir(parents=True)
+    config = TrainConfig(**options).resolve().to_dict()
+    (folder / "calbench_train.json").write_text(json.dumps({"config": config, "base_model": options.get("base")}))
+    return folder
+
+
+def test_same_as_ignores_the_order_of_target_modules_and_a_resolved_chat(tiny_split, tmp_path):
+    from calbench.training.cli import same_as
+    from calbench.training.config import TrainConfig
+
+    adapter = _adapter_record(tmp_path / "a", model=str(tiny_split), target_modules=("q_proj", "v_proj"))
+    asked = TrainConfig(
+        model=str(tiny_split), target_modules=("v_proj", "q_proj"), chat=True
+    )  # tiny_split has a template
+    assert same_as(asked, adapter) == []
+    other = TrainConfig(model=str(tiny_split), target_modules=("v_proj", "q_proj"), chat=False)
+    assert same_as(other, adapter) == ["chat: asked False, adapter True"]
+
+
+def test_same_as_refuses_an_adapter_of_other_base_weights(tiny_split, tmp_path):
+    """Case 3: the same model name, other weights: the adapter was trained on another base."""
+    from calbench.provenance import weights_hash
+    from calbench.training.cli import same_as
+    from calbench.training.config import TrainConfig
+
+    adapter = tmp_path / "a"
+    _adapter_record(adapter, model=str(tiny_split))
+    data = json.loads((adapter / "calbench_train.json").read_text())
+    data["base_model"] = {"folder": tiny_split.name, "weights_sha256": "0" * 16}
+    (adapter / "calbench_train.json").write_text(json.dumps(data))
+    differ = same_as(TrainConfig(model=str(tiny_split)), adapter)
+    assert differ == [
+        f"base weights: {tiny_split} is {weights_hash(tiny_split)} here, the adapter was trained on {'0' * 16}"
+    ]
+
+
+@pytest.mark.integration
+def test_new_weights_in_the_same_folder_are_evaluated_again(tmp_path, capsys):
+    """Case 3: an evaluation is finished for the weights that made it, not for the folder's path:
+    after the model folder is rebuilt with other weights, a rerun evaluates again and the record
+    holds the new weights' numbers under the new hash."""
+    from calbench.provenance import weights_hash
+    from calbench.tiny import build_tiny_model
+
+    model = tmp_path / "model"
+    build_tiny_model(model, seed=0)
+    rows = tmp_path / "rows"
+    _write(
+        rows,
+        "defaults.yaml",
+        "backend: calbench-hf\nmodel_args: {dtype: float32}\nchat_template: true\n"
+        "evaluations:\n  quick: {tasks: [calbench_numeric_quick], samples_per_prompt: 4}\n",
+    )
+    row = _write(rows, "tiny.yaml", f"type: base\nmodel: {model}\n")
+    store, work = tmp_path / "store", tmp_path / "work"
+    argv = ["leaderboard", "run", str(row), "--results-dir", str(store), "--workdir", str(work)]
+    assert cli.main(argv) == 0
+    first = records.load_record(store / "tiny.json")
+    build_tiny_model(model, seed=1)
+    assert weights_hash(model) != first["model"]["weights_sha256"]
+    capsys.readouterr()
+    assert cli.main(argv) == 0
+    assert "the model's weights changed" in capsys.readouterr().err
+    second = records.load_record(store / "tiny.json")
+    assert second["model"]["weights_sha256"] == weights_hash(model)
+    marker = json.loads((work / "tiny" / "quick" / "calbench_evaluation.json").read_text())
+    assert marker["weights_sha256"] == weights_hash(model)  # the evaluation ran again, on the new weights

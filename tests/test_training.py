@@ -405,3 +405,23 @@ def test_a_run_with_the_retain_term_trains_and_records_it(tiny_split, tmp_path):
     adapter = run(config(tiny_split, tmp_path, method="hard", max_steps=2, retain_weight=0.5, retain_batch=2))
     summary = json.loads((adapter / "calbench_train.json").read_text())
     assert summary["config"]["retain_weight"] == 0.5 and summary["config"]["retain_batch"] == 2
+
+
+def test_the_core_names_exactly_the_add_ons_options_and_the_add_on_reads_them_there():
+    """calbench.train_record is the one list of calbench train's options (recipes check against it
+    without importing the add-on) and of those that do not change training; the add-on uses it."""
+    import dataclasses
+    import inspect
+
+    from calbench import train_record
+    from calbench.training import cli, run_folder, trainer
+
+    assert tuple(f.name for f in dataclasses.fields(TrainConfig)) == train_record.OPTIONS
+    assert set(train_record.NOT_IDENTITY) <= set(train_record.OPTIONS)
+    assert run_folder.NOT_IDENTITY is train_record.NOT_IDENTITY and cli.NOT_IDENTITY is train_record.NOT_IDENTITY
+    assert trainer.logged_loss is train_record.logged_loss and trainer.mean_logged_loss is train_record.mean_logged_loss
+    for module in (cli, run_folder, trainer):  # no second copy of the list or of the loss readers
+        source = inspect.getsource(module)
+        assert (
+            "NOT_IDENTITY = " not in source and "def logged_loss" not in source and "def mean_logged_loss" not in source
+        )

@@ -7,8 +7,8 @@ from typing import Any
 
 from calbench import model_catalogue
 from calbench.leaderboard.card import CARD_AFTER_EVALUATION, CARD_EVALUATION
-from calbench.leaderboard.curves import logged_loss
 from calbench.provenance import package_versions
+from calbench.train_record import logged_loss
 from calbench.training.config import TrainConfig
 
 PACKAGES = ("calbench", "torch", "transformers", "peft", "accelerate", "lm-eval", "numpy", "scipy")

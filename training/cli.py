@@ -9,11 +9,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from calbench.train_record import NOT_IDENTITY
 from calbench.training.config import TrainConfig, add_arguments, from_args
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
-    parser = parser or argparse.ArgumentParser(prog="calbench train", description=__doc__)
+    parser = parser or argparse.ArgumentParser(prog="calbench train", description=__doc__, allow_abbrev=False)
     add_arguments(parser)
     parser.add_argument(
         "--same-as",
@@ -28,8 +29,6 @@ def same_as(config: TrainConfig, adapter: Path) -> list[str]:
     """``option: asked X, adapter Y`` for each option that decides training where ``config`` and
     the run that made ``adapter`` differ (both resolved; an option the adapter's file lacks was
     added to calbench train later, and had its default's effect)."""
-    from calbench.training.run_folder import NOT_IDENTITY
-
     path = adapter / "calbench_train.json"
     try:
         recorded = dict(json.loads(path.read_text())["config"])
@@ -43,9 +42,32 @@ def same_as(config: TrainConfig, adapter: Path) -> list[str]:
         recorded["target_modules"] = tuple(recorded["target_modules"])
     theirs = TrainConfig(**recorded).resolve().to_dict()
     ours = config.resolve().to_dict()
-    return [
+    for side in (theirs, ours):  # LoRA targets are a set; chat left out means "if the tokenizer has a template"
+        side["target_modules"] = sorted(side["target_modules"])
+    if ours["chat"] != theirs["chat"] and None in (ours["chat"], theirs["chat"]):
+        has_template = _has_chat_template(config.model)
+        ours["chat"], theirs["chat"] = (has_template if v is None else v for v in (ours["chat"], theirs["chat"]))
+    out = [
         f"{k}: asked {ours[k]!r}, adapter {theirs[k]!r}" for k in ours if k not in NOT_IDENTITY and ours[k] != theirs[k]
     ]
+    base = json.loads(path.read_text()).get("base_model")
+    trained_on = base.get("weights_sha256") if isinstance(base, dict) else None
+    if trained_on is not None:  # the same name, other weights: an adapter of another base
+        from calbench import model_catalogue
+        from calbench.provenance import weights_hash
+
+        now = weights_hash(model_catalogue.resolve(config.model))
+        if now is not None and now != trained_on:
+            out.append(f"base weights: {config.model} is {now} here, the adapter was trained on {trained_on}")
+    return out
+
+
+def _has_chat_template(model: str) -> bool:
+    from transformers import AutoTokenizer
+
+    from calbench import model_catalogue
+
+    return bool(AutoTokenizer.from_pretrained(model_catalogue.resolve(model)).chat_template)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

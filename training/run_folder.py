@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from calbench.provenance import atomic_write, exclusive_lock, sha256_file, weights_hash
+from calbench.train_record import NOT_IDENTITY
 from calbench.training.config import TrainConfig
 
 RUN_FILE = "calbench_run.json"
@@ -50,8 +51,6 @@ PREVIOUS = ".adapter.previous"  # the replaced adapter until it is deleted
 LOCK = ".calbench_train.lock"  # held (flock) by the process that uses the run folder
 # What transformers writes into every checkpoint of a LoRA run (with rng_state*.pth).
 CHECKPOINT_PARTS = ("adapter_model.safetensors", "optimizer.pt", "scheduler.pt", "trainer_state.json")
-# Options that do not change what is trained: they may differ between a run's segments.
-NOT_IDENTITY = ("output", "resume", "overwrite", "save_steps", "logging_steps", "keep_checkpoints")
 _CHECKPOINT = re.compile(r"checkpoint-(\d+)$")
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import math
 import os
 import shutil
 import time
@@ -33,7 +32,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from calbench import model_catalogue
 from calbench.backends.tree_attention import cache_kwarg, output_cache
-from calbench.leaderboard.curves import logged_loss
+from calbench.train_record import logged_loss, mean_logged_loss
 from calbench.training import card, run_folder
 from calbench.training.config import TrainConfig
 from calbench.training.data import FullTrieCollator, HardCollator, SoftPathCollator, TrainingSet
@@ -288,16 +287,6 @@ def build(config: TrainConfig) -> tuple[CalibrationTrainer, TrainingSet]:
         retain_batch=config.retain_batch,
     )
     return trainer, data
-
-
-def mean_logged_loss(log_history: list[dict[str, Any]]) -> float:
-    """The run's mean loss per optimizer step, from the logged losses (each the mean since the last log)."""
-    total, last = 0.0, 0
-    for entry in log_history:
-        if "loss" in entry:
-            total += entry["loss"] * (entry["step"] - last)
-            last = entry["step"]
-    return total / last if last else math.nan
 
 
 def run(config: TrainConfig) -> Path:

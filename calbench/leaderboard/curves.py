@@ -34,8 +34,10 @@ from calbench.leaderboard.recipes import (
     Evaluation,
     Recipe,
     RecipeError,
+    check_train_options,
     defaults_of,
     evaluations_of,
+    folder_name,
     merge,
     need,
     read_yaml,
@@ -47,6 +49,7 @@ from calbench.metrics.outer import outer_summary
 from calbench.metrics.prompt_records import prompt_rows, sample_quality
 from calbench.provenance import atomic_write
 from calbench.stats import UNDEFINED, Z95, Estimate, fmt
+from calbench.train_record import logged_loss
 
 QUICK = "calbench_numeric_quick"
 RETENTION = {
@@ -101,11 +104,14 @@ def load(path: Path) -> Curves:
     runs = data.get("runs") or {}
     need(isinstance(runs, Mapping) and bool(runs), path, "runs", "name at least one training run")
     out = []
+    seen: set[str] = set()
     for name, spec in runs.items():
+        folder_name(path, f"runs.{name}", name, seen)
         need(isinstance(spec, Mapping) and isinstance(spec.get("train"), Mapping), path, f"runs.{name}", "needs train:")
         model = spec.get("model", data.get("model"))
         need(isinstance(model, str), path, f"runs.{name}.model", "name the base model (here or at the top)")
         train = merge(train_defaults, spec["train"])
+        check_train_options(path, f"runs.{name}.train", train, allowed=("save_steps", "logging_steps"))
         need("effective_batch" in train, path, f"runs.{name}.train", "state effective_batch (examples per step)")
         group = spec.get("group")
         need(group is None or isinstance(group, str), path, f"runs.{name}.group", "must be a name")
@@ -150,13 +156,6 @@ def checkpoints(train_folder: Path) -> list[tuple[int, Path]]:
         if (p / "calbench_checkpoint.json").is_file() and (p / "adapter_model.safetensors").is_file():
             found.append((int(p.name.removeprefix("checkpoint-")), p))
     return sorted(found)
-
-
-def logged_loss(history: Sequence[Mapping[str, Any]], step: int) -> float | None:
-    """The training loss logged last at or before ``step`` (the trainer's mean over the
-    ``logging_steps`` steps before it; for the soft loss a KL, 0 at a perfect fit), or None."""
-    losses = [h for h in history if "loss" in h and int(h.get("step", 0)) <= step]
-    return round(float(losses[-1]["loss"]), 4) if losses else None
 
 
 def _trainer_log(checkpoint: Path | None) -> list[dict[str, Any]]:

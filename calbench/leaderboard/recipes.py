@@ -38,6 +38,7 @@ import yaml
 from calbench import protocols
 from calbench.leaderboard.checks import ENTRY_TYPES, RefusedRunError, check_name
 from calbench.provenance import sha256_json
+from calbench.train_record import NOT_IDENTITY, OPTIONS
 
 ROWS = Path("leaderboards") / "rows"
 DEFAULTS = "defaults.yaml"
@@ -45,14 +46,6 @@ RESULTS = Path("leaderboards") / "results"
 KINDS = ("row", "protocols", "tradeoff", "curve")
 ROW_KEYS = {"kind", "type", "model", "backend", "model_args", "chat_template", "adapter", "evaluations", "results_dir"}
 EVALUATION_KEYS = {"kind", "tasks", "samples_per_prompt", "metadata", "chat_template"}
-TRAIN_NOT_IDENTITY = (
-    "output",
-    "resume",
-    "overwrite",
-    "save_steps",
-    "logging_steps",
-    "keep_checkpoints",
-)  # the run's, not the recipe's
 
 
 class RecipeError(RefusedRunError):
@@ -159,16 +152,45 @@ def merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def check_train_options(path: Path, where: str, train: Mapping[str, Any], allowed: Sequence[str] = ()) -> None:
+    """A recipe's ``train:`` names ``calbench train`` options exactly (no abbreviation, nothing
+    unknown), and none of the run's own (``train_record.NOT_IDENTITY``) but those ``allowed``
+    (a curve sets its checkpoints' spacing)."""
+    unknown = sorted(str(k) for k in train if k not in OPTIONS)
+    need(not unknown, path, where, f"unknown calbench train option(s) {unknown} (see calbench train --help)")
+    bad = sorted(set(train) & set(NOT_IDENTITY) - set(allowed))
+    need(not bad, path, where, f"{bad} are the run's, not the recipe's")
+
+
 def need(ok: bool, path: Path, field_name: str, why: str) -> None:
     if not ok:
         raise RecipeError(f"{path}: {field_name}: {why}")
 
 
+RESERVED = ("train", "points")  # a row's training run, a curve run's scored checkpoints: <workdir>/<row>/<name>
+
+
+def folder_name(path: Path, where: str, name: Any, seen: set[str]) -> str:
+    """A name that becomes a folder (an evaluation's, a curve run's): one safe path component,
+    not a reserved one, unique in its recipe; a ``RecipeError`` naming the field otherwise."""
+    need(isinstance(name, str), path, where, f"the name {name!r} must be a string of letters, digits and . _ + -")
+    try:
+        check_name(name)
+    except RefusedRunError:
+        need(False, path, where, f"{name!r} is not a folder name: letters, digits and . _ + - (at most 100)")
+    need(name not in RESERVED, path, where, f"{name!r} is reserved ({'/'.join(RESERVED)} are the run's own folders)")
+    need(name not in seen, path, where, f"{name!r} is named twice")
+    seen.add(name)
+    return name
+
+
 def evaluations_of(path: Path, specs: Any, chat: bool, has_adapter: bool) -> tuple[Evaluation, ...]:
     need(isinstance(specs, Mapping) and bool(specs), path, "evaluations", "name at least one evaluation")
     out = []
+    seen: set[str] = set()
     for name, spec in specs.items():
         where = f"evaluations.{name}"
+        folder_name(path, where, name, seen)
         if spec is False or spec is None:
             continue  # skipped by this row
         need(isinstance(spec, Mapping), path, where, "must be a mapping of fields (or false to skip it)")
@@ -248,8 +270,7 @@ def load_row(path: Path, defaults: Mapping[str, Any] | None = None) -> Recipe:
                 isinstance(spec["train"], Mapping), path, "adapter.train", "must be a mapping of calbench train options"
             )
             train = merge(train_defaults, spec["train"])
-            bad = set(train) & set(TRAIN_NOT_IDENTITY)
-            need(not bad, path, "adapter.train", f"{sorted(bad)} are the run's, not the recipe's")
+            check_train_options(path, "adapter.train", train)
             need("model" not in train, path, "adapter.train.model", "the base model is the row's model:")
     backend = str(backend)
     if backend.startswith("calbench-") and backend != "calbench-hf":

@@ -158,16 +158,29 @@ def _flatten(out: Path) -> Path:
     return out / found.name
 
 
-def finished_output(out: Path, key: str) -> dict[str, Any] | None:
-    """The marker of a finished run of this evaluation in ``out`` (None: not finished, or other settings)."""
+def finished_output(out: Path, key: str, weights: str | None = None) -> dict[str, Any] | None:
+    """The marker of a finished run of this evaluation in ``out`` (None: not finished, or other
+    settings, or another model's weights than ``weights``, the model folder's hash now)."""
     try:
         marker = json.loads((out / MARKER).read_text())
     except (OSError, ValueError):
         return None
-    return marker if isinstance(marker, dict) and marker.get("recipe_sha256") == key else None
+    if not isinstance(marker, dict) or marker.get("recipe_sha256") != key:
+        return None
+    return marker if weights is None or marker.get("weights_sha256") == weights else None
 
 
-def run_evaluation(recipe: Recipe, evaluation: Evaluation, out: Path, key: str) -> dict[str, Any]:
+def model_weights(recipe: Recipe) -> str | None:
+    """The hash of the recipe's model folder's weights now (None for a reference or a hub id): an
+    evaluation is finished only for the weights that made it, not for the folder's path."""
+    if recipe.model is None:
+        return None
+    return weights_hash(model_catalogue.resolve(recipe.model))
+
+
+def run_evaluation(
+    recipe: Recipe, evaluation: Evaluation, out: Path, key: str, weights: str | None = None
+) -> dict[str, Any]:
     """Run one evaluation into ``out`` (emptied first) and mark it finished."""
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
@@ -198,6 +211,7 @@ def run_evaluation(recipe: Recipe, evaluation: Evaluation, out: Path, key: str) 
         "command": shown.replace(str(out), f"<workdir>/{recipe.name}/{evaluation.name}"),
         "seconds": round(time.time() - started, 1),
         "result": result,
+        "weights_sha256": weights,
     }
     write_json(out / MARKER, marker)
     return marker
@@ -252,16 +266,23 @@ def run_row(
         recipe.evaluation(name)  # an unknown name is refused before anything runs
     ensure_adapter(recipe, workdir)
     stored = existing_record(recipe, results_dir)
+    weights = model_weights(recipe)
+    if stored is not None and weights is not None and stored["model"].get("weights_sha256") not in (None, weights):
+        _say(
+            f"{recipe.name}: the model's weights changed ({stored['model']['weights_sha256']} in the record, "
+            f"{weights} now): every evaluation runs again"
+        )
+        stored = None
     parts: dict[str, dict[str, Any]] = {}
     chosen = [e for e in recipe.evaluations if not only or e.name in only]
     for i, evaluation in enumerate(recipe.evaluations, 1):
         key = evaluation_hash(recipe, evaluation)
         out = workdir / recipe.name / evaluation.name
         in_record = stored is not None and stored["evaluations"].get(evaluation.name, {}).get("recipe_sha256") == key
-        marker = finished_output(out, key)
+        marker = finished_output(out, key, weights)
         step = f"{recipe.name}: evaluation {i}/{len(recipe.evaluations)} {evaluation.name!r}"
         if evaluation in chosen and (rerun or (not in_record and marker is None)):
-            marker = run_evaluation(recipe, evaluation, out, key)
+            marker = run_evaluation(recipe, evaluation, out, key, weights)
             parts[evaluation.name] = part_of_output(recipe, evaluation, out, marker)
         elif marker is not None:
             _say(f"{step}: finished in {out}")
