@@ -214,7 +214,9 @@ def verbalized_draw(listed: Verbalized | None, response: str, target: Target, in
     return format_value(value) if in_support(value, target) else ""
 
 
-SAMPLING_SETS = ("unseen", "heldout", "quick")  # the numeric sampling tasks: each split, and the quick selection
+# The numeric sampling tasks: each split, the quick selection, and the diagnostics of the training
+# ranges (calbench.param_ranges: training prompts, interpolation, the widened ranges).
+SAMPLING_SETS = ("unseen", "heldout", "quick", "train", "interp", "wide")
 
 
 def sampling_protocol(task: str) -> str | None:

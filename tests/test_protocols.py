@@ -261,3 +261,16 @@ def test_protocol_table_rescores_each_run_from_its_samples(tmp_path):
     assert (tmp_path / "board" / protocol_table.PLOT).is_file()
     block = table.split("\n\n", 1)[1].split("\n\n![", 1)[0]  # the table and its note; the page adds the plot
     assert block in readme.read_text() and readme.read_text().endswith("rest\n")
+
+
+def test_every_numeric_sampling_task_keeps_its_answers_in_the_store():
+    """The store keeps the valid answers of each task sampling_protocol names (the leaderboard's
+    per-split scores read them): the splits, the quick selection and the range diagnostics."""
+    from calbench.protocols import sampling_protocol
+    from tests.test_harness import SAMPLING_TASKS
+
+    for task in SAMPLING_TASKS:  # the full grids (hundreds of prompts) are scored, not stored
+        assert (sampling_protocol(task) is None) == task.endswith("_full"), task
+    for task in ("calbench_numeric_train", "calbench_numeric_interp", "calbench_numeric_wide"):
+        assert sampling_protocol(task) == "independent"
+    assert sampling_protocol("calbench_numeric_unseen_likelihood") is None
