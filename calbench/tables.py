@@ -28,7 +28,7 @@ from calbench.lm_eval_io import (
     read_task,
     samples_log,
 )
-from calbench.metrics import outer, prompt_records
+from calbench.metrics import calibration, outer, prompt_records
 from calbench.metrics.table import arrow
 from calbench.protocols import PROTOCOLS
 from calbench.stats import Estimate, fmt
@@ -119,7 +119,11 @@ def quality_table(results_file: Path, tasks: Sequence[str]) -> str:
         _, shares = outer.outer_summary(prompts)
         follows = outer.location_following([p for family in prompts.values() for p in family])
         cells = [quality["calibration_score"], quality["valid_rate"], quality["pit_w1"], shares["outer"], shares["far"]]
-        rows.append([task, *map(fmt, cells), fmt(follows)])
+        shown = [*map(fmt, cells), fmt(follows)]
+        fewest = min((n for family in prompts.values() for _, n, _ in family), default=0)
+        if fewest < calibration.M_REF:  # the score is defined from M_REF samples per prompt on
+            shown[0] = f"n/a ({fewest} < {calibration.M_REF} samples per prompt)"
+        rows.append([task, *shown])
     if not rows:
         return ""
     headers = ["task", "score ↑", "valid_rate ↑", "pit_w1 ↓", "outer ↓", "far ↓", "medians follow ↑"]

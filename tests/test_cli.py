@@ -255,5 +255,16 @@ def test_calbench_eval_scores_the_answers_against_their_laws(tmp_path):
         score, valid, _, outer_share, far, follows = map(float, exact[task])
         assert score > 90 and valid == 1 and abs(outer_share - 0.1) < 0.03 and far < 0.01 and follows > 0.9
         assert float(flat[task][0]) == 0  # score
+    # below 50 samples per prompt the score is not defined: none is printed (the collapsed
+    # sampler printed 88.9 at N=1 and 3.33 at N=10; issue 36, case 8)
+    for n in (1, 10):
+        folder = tmp_path / f"collapsed-{n}"
+        runner.evaluate("calbench-collapsed", ["calbench_numeric_quick"], num_samples=n, output_path=folder)
+        results = latest_results(folder)
+        assert results is not None
+        row = next(
+            line for line in tables.summaries(results).splitlines() if line.startswith("| calbench_numeric_quick")
+        )
+        assert f"n/a ({n} < 50 samples per prompt)" in row.split("|")[2], row
     # a run without a samples log has no quality table, and says nothing false
     assert tables.quality_table(tmp_path / "nowhere" / "results_x.json", ["calbench_numeric_quick"]) == ""

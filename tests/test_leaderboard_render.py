@@ -355,3 +355,30 @@ def test_add_takes_the_adapters_drift(reference_results, tmp_path, capsys):
     assert numbers.drift_metric(record) == Estimate(0.02, 0.001)
     assert cli.main(["leaderboard", "add", "y", *common, "--adapter", "runs/b", *files]) == 2
     assert "no drift for adapter runs/b" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        "# Board\n\nhand-written\n<!-- board:start -->\nold\n<!-- board:ned -->\nmore hand-written analysis\n",
+        "# Board\n\n<!-- board:strat -->\nold\n<!-- board:end -->\nanalysis\n",
+        "# Board\n\n<!-- board:end -->\nold\n<!-- board:start -->\nanalysis\n",
+        "<!-- board:start -->\na\n<!-- board:end -->\n<!-- board:start -->\nb\n<!-- board:end -->\n",
+        "# Only hand-written text\n",
+    ],
+)
+def test_a_page_with_a_mistyped_board_marker_is_refused_not_cut(records, tmp_path, page):
+    """Issue 36, case 7: leaderboards/README.md with one marker mistyped lost every hand-written line
+    after it (402 lines became 183, exit 0). Now the render is refused and the page left as it was."""
+
+    out = tmp_path / "board"
+    out.mkdir()
+    (out / "README.md").write_text(page)
+    with pytest.raises(RefusedRunError, match="markers"):
+        render.write_all(records, out, None, draw=False)
+    assert (out / "README.md").read_text() == page
+
+
+def test_a_new_board_page_is_the_board_under_a_title():
+    page = render.board_page(None, "| a |\n")
+    assert page.startswith("# calbench leaderboard\n") and render.board_page(page, "| b |\n").count("| b |") == 1

@@ -241,12 +241,20 @@ def render(records: Sequence[Mapping[str, Any]], plot_files: Sequence[str] = ())
 BOARD_START, BOARD_END = "<!-- board:start -->", "<!-- board:end -->"
 
 
-def board_page(existing: str | None, board: str) -> str:
-    """``leaderboards/README.md``: its hand-written text with ``board`` between the board markers
-    (a page without them becomes the board alone, under a title)."""
-    if existing is not None and BOARD_START in existing and BOARD_END in existing:
-        return splice_readme(existing, board.rstrip("\n"), BOARD_START, BOARD_END)
-    return f"# calbench leaderboard\n\n{BOARD_START}\n{board.rstrip()}\n{BOARD_END}\n"
+def board_page(existing: str | None, board: str, title: str = "calbench leaderboard") -> str:
+    """A page with hand-written text around the board markers, ``board`` spliced between them; a
+    page that does not exist yet (or is empty) becomes the board alone under ``title``. A page with
+    text but not exactly one start and one end marker, in that order, is refused: its text is never
+    cut (one mistyped marker used to drop every hand-written line after it)."""
+    if existing is None or not existing.strip():
+        return f"# {title}\n\n{BOARD_START}\n{board.rstrip()}\n{BOARD_END}\n"
+    starts, ends = existing.count(BOARD_START), existing.count(BOARD_END)
+    if starts != 1 or ends != 1 or existing.index(BOARD_START) > existing.index(BOARD_END):
+        raise RefusedRunError(
+            f"the page has {starts} {BOARD_START} and {ends} {BOARD_END} markers (one of each, in that order, "
+            "around the rendered board): fix them; nothing was written"
+        )
+    return splice_readme(existing, board.rstrip("\n"), BOARD_START, BOARD_END)
 
 
 def headline_markdown(records: Sequence[Mapping[str, Any]]) -> str:
