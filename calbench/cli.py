@@ -22,7 +22,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from calbench import __version__, tasks_path
+from calbench import __version__, policy, tasks_path
 
 COMMANDS_GROUP = "calbench.commands"  # entry points of add-ons: `calbench train` is the training add-on's
 
@@ -75,8 +75,11 @@ def cmd_eval(args: argparse.Namespace, passthrough: Sequence[str]) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from calbench import demo
 
-    if args.num_samples < 1:
-        print(f"calbench demo: --num-samples must be at least 1, got {args.num_samples}", file=sys.stderr)
+    if not 1 <= args.num_samples <= policy.MAX_SAMPLES:
+        print(
+            f"calbench demo: --num-samples must be from 1 to {policy.MAX_SAMPLES}, got {args.num_samples}",
+            file=sys.stderr,
+        )
         return 2
     report = demo.run(args.output, num_samples=args.num_samples, batch_size=args.batch_size, families=args.families)
     print(report)

@@ -54,6 +54,7 @@ NOT_SAMPLING = ("until", "max_gen_toks", "max_new_tokens", "max_tokens", "max_co
 
 THINKING_BACKENDS = ("hf", "vllm", "calbench-hf")  # lm-eval backends that accept enable_thinking
 THINKING_DEFAULT = "enable_thinking=False"
+MAX_SAMPLES = 100_000  # samples per prompt: the paper's 1000, a hundred times over; more is a typo
 REFERENCE_MODELS = ("calbench-oracle", "calbench-collapsed", "calbench-lookup")
 REFERENCE_TERMINATOR = ""  # the metadata calbench_terminator of a reference system
 # calbench-hf's own request kind: the top-p support of the next token after a prompt. Tasks

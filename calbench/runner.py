@@ -132,8 +132,10 @@ def lm_eval_args(args: Sequence[str], num_samples: int | None = None) -> argpars
     """
     from lm_eval._cli import HarnessCLI
 
-    if num_samples is not None and num_samples < 1:
-        raise EvalArgumentError(f"--num-samples must be a positive integer, got {num_samples}")
+    if num_samples is not None and not 1 <= num_samples <= policy.MAX_SAMPLES:
+        raise EvalArgumentError(
+            f"--num-samples must be a whole number from 1 to {policy.MAX_SAMPLES}, got {num_samples}"
+        )
     saved, sys.argv = sys.argv, ["lm_eval", *args]
     said = io.StringIO()
     try:
@@ -303,8 +305,12 @@ def _check_metadata(ns: argparse.Namespace) -> None:
             f"{own[clash[0]]}), not metadata: choose the task that has the setting you want instead"
         )
     count = metadata.get("num_samples")
-    if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
-        raise EvalArgumentError(f"--metadata num_samples must be a positive integer, got {count!r}")
+    if count is not None and (
+        isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= policy.MAX_SAMPLES
+    ):
+        raise EvalArgumentError(
+            f"--metadata num_samples must be a positive integer (at most {policy.MAX_SAMPLES}), got {count!r}"
+        )
 
 
 def _check_output(ns: argparse.Namespace, pretrained: Any) -> None:

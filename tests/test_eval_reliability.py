@@ -38,9 +38,24 @@ def _one_line(capsys, message: str) -> str:
         ),
         (
             ["--model", "hf", "--tasks", "calbench_numeric_quick", "--metadata", '{"num_samples": -1}'],
-            "--metadata num_samples must be a positive integer, got -1",
+            "--metadata num_samples must be a positive integer (at most 100000), got -1",
         ),
         (["--model", "hf", "--tasks", "calbench_numeric_quick", "--metadata", "[1]"], "--metadata"),
+        (
+            ["--model", "hf", "--tasks", "calbench_numeric_quick", "--num-samples", "1000000000"],
+            "--num-samples must be a whole number from 1 to 100000, got 1000000000",
+        ),
+        (
+            [
+                "--model",
+                "hf",
+                "--tasks",
+                "calbench_numeric_quick",
+                "--metadata",
+                '{"num_samples": 100000000000000000000}',
+            ],
+            "--metadata num_samples must be a positive integer (at most 100000)",
+        ),
     ],
 )
 def test_more_mistakes_get_one_line_before_any_model_loads(argv, message, capsys, monkeypatch, tmp_path):

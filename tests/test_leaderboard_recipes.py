@@ -4,6 +4,7 @@ field), and `calbench leaderboard run` end to end on the reference systems and a
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -81,14 +82,31 @@ def test_a_row_without_an_adapter_runs_no_drift(tmp_path):
         ("type: reference\nbackend: calbench-oracle\nmodel: m\n", "the reference calbench-oracle takes no model"),
         ("- a list\n", "a recipe is a mapping of fields"),
         ("type: [unclosed\n", "not valid YAML"),
+        # issue 36: aliases, duplicate keys, odd values, spliced model arguments, sizes (cases 9, 10, 12, 17)
+        ("a: &a [x, x, x]\nb: &b [*a, *a, *a]\ntype: base\nmodel: m\n", "aliases (*name) are not allowed"),
+        ("type: base\nmodel: m\ntype: reference\n", "the key 'type' is given twice"),
+        ("type: base\nmodel: m\nevaluations: {quick: {metadata: {d: 2026-01-01}}}\n", "date values are not"),
+        ("type: base\nmodel: m\nmodel_args: {dtype: !!binary aGk=}\n", "bytes values are not"),
+        ("type: base\nmodel: m\nresults_dir: 5\n", "results_dir: must be a folder's path"),
+        ("type: base\nmodel: m\nx: " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),
+        ("type: base\nmodel: m\nmodel_args: {dtype: 'float32,peft=/x'}\n", "a value has no ',' or '='"),
+        ("type: base\nmodel: m\nmodel_args: {trust_remote_code: true}\n", "runs no model's own code"),
+        ("type: base\nmodel: m\nevaluations: {quick: {samples_per_prompt: 1000000000}}\n", "from 1 to 100000"),
+        ("type: base\nmodel: m\nevaluations: {quick: {samples_per_prompt: true}}\n", "from 1 to 100000"),
     ],
 )
 def test_bad_recipes_are_refused_naming_the_file_and_field(tmp_path, text, message):
     _write(tmp_path, "defaults.yaml", DEFAULTS)
     row = _write(tmp_path, "row.yaml", text)
-    with pytest.raises(RecipeError, match=message.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")) as err:
+    with pytest.raises(RecipeError, match=re.escape(message)) as err:
         load_row(row)
-    assert str(row) in str(err.value)
+    assert str(row) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_protocols_recipe_takes_a_number_of_samples_not_a_boolean(tmp_path):
+    path = _write(tmp_path, "protocols.yaml", "kind: protocols\nsamples_per_prompt: true\nsystems: [a]\nprotocols: [batch]\n")
+    with pytest.raises(RecipeError, match="samples_per_prompt: must be a whole number"):
+        recipes.load_protocols(path)
 
 
 HOSTILE_NAMES = [

@@ -34,6 +34,7 @@ from calbench.leaderboard.recipes import (
     Evaluation,
     Recipe,
     RecipeError,
+    check_model_args,
     check_train_options,
     defaults_of,
     evaluations_of,
@@ -119,20 +120,25 @@ def load(path: Path) -> Curves:
         if own_every is not None:
             _need_every(own_every, path, f"runs.{name}.score_every")
         out.append(CurveRun(str(name), str(spec.get("label", name)), model, train, group, own_every))
+    model_args = data.get("model_args") or {}
+    need(isinstance(model_args, Mapping), path, "model_args", "must be a mapping")
+    check_model_args(path, model_args)
     protocol = evaluations_of(path, data.get("protocol"), chat, False)
     every = data.get("score_every", 1)
     _need_every(every, path, "score_every")
     score_base = data.get("score_base", True)
     need(isinstance(score_base, bool), path, "score_base", "true or false (score the base model at step 0)")
+    raw_results = data.get("results_dir") or RESULTS / "curves"
+    need(isinstance(raw_results, str | Path), path, "results_dir", f"must be a folder's path, got {raw_results!r}")
     return Curves(
         path,
         tuple(out),
         protocol,
         str(data.get("backend", "calbench-hf")),
-        dict(data.get("model_args") or {}),
+        dict(model_args),
         bool(chat),
-        Path(data.get("results_dir") or RESULTS / "curves"),
-        Path(data.get("results_dir") or RESULTS / "curves"),
+        Path(raw_results),
+        Path(raw_results),
         every,
         str(data.get("title") or "Learning curves"),
         score_base,

@@ -28,6 +28,7 @@ protocol) and the trade-off (``kind: tradeoff``) are recipes of their own.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,7 @@ import yaml
 
 from calbench import protocols
 from calbench.leaderboard.checks import ENTRY_TYPES, RefusedRunError, check_name
+from calbench.policy import MAX_SAMPLES
 from calbench.provenance import sha256_json
 from calbench.train_record import NOT_IDENTITY, OPTIONS
 
@@ -116,16 +118,68 @@ class Recipe:
         return [e.name for e in self.evaluations]
 
 
+MAX_RECIPE_BYTES = 256 * 1024  # the largest recipe is a few KB
+MAX_DEPTH = 32  # mappings and lists nested deeper than any recipe needs
+PLAIN = (str, int, float, bool, type(None))
+
+
+class _RecipeLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` without aliases (a few hundred bytes of nested aliases expand to
+    gigabytes) and without duplicate keys (the last would silently win)."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed in a recipe", mark)
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, PLAIN) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the key {key!r} is given twice", key_node.start_mark
+                )
+            seen.add(key if isinstance(key, PLAIN) else id(key))
+        return super().construct_mapping(node, deep=deep)
+
+
+def _plain(path: Path, value: Any, where: str = "", depth: int = 0) -> None:
+    """Only strings, numbers, booleans, null, lists and mappings of them, not too deep."""
+    if depth > MAX_DEPTH:
+        raise RecipeError(f"{path}: {where or 'the recipe'}: nested deeper than {MAX_DEPTH} levels")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, PLAIN):
+                raise RecipeError(f"{path}: {where}: a key must be a plain value, got {type(key).__name__}")
+            _plain(path, item, f"{where}.{key}" if where else str(key), depth + 1)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _plain(path, item, f"{where}[{i}]", depth + 1)
+    elif not isinstance(value, PLAIN):
+        raise RecipeError(
+            f"{path}: {where}: {type(value).__name__} values are not recipe values (write it as a quoted string)"
+        )
+
+
 def read_yaml(path: Path) -> dict[str, Any]:
-    """A recipe file's mapping, or a ``RecipeError`` naming the file."""
+    """A recipe file's mapping, or a ``RecipeError`` naming the file: at most ``MAX_RECIPE_BYTES``,
+    no aliases, no duplicate keys, plain values only (no dates, binary or sets)."""
     try:
-        data = yaml.safe_load(Path(path).read_text())
+        size = Path(path).stat().st_size
+        if size > MAX_RECIPE_BYTES:
+            raise RecipeError(f"{path}: {size} bytes: a recipe is at most {MAX_RECIPE_BYTES} bytes")
+        data = yaml.load(Path(path).read_text(), Loader=_RecipeLoader)  # a SafeLoader: nothing is executed
     except OSError as err:
         raise RecipeError(f"{path}: cannot read the recipe ({err.strerror or err})") from err
     except yaml.YAMLError as err:
-        raise RecipeError(f"{path}: not valid YAML ({err})") from err
+        raise RecipeError(f"{path}: not valid YAML ({err})".replace("\n", " ")) from err
+    except RecursionError:
+        raise RecipeError(f"{path}: not valid YAML (nested too deeply)") from None
     if not isinstance(data, dict):
         raise RecipeError(f"{path}: a recipe is a mapping of fields, got {type(data).__name__}")
+    _plain(path, data)
     return data
 
 
@@ -150,6 +204,28 @@ def merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
         else:
             out[key] = copy.deepcopy(value)
     return out
+
+
+ARG_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def check_model_args(path: Path, model_args: Mapping[str, Any]) -> None:
+    """lm-eval's ``--model_args`` are ``key=value`` joined by commas: each key a name, each value a
+    plain value without a comma (``dtype: 'float32,peft=/x'`` would add an adapter the recipe does
+    not declare); calbench never runs a model's own code (no ``trust_remote_code``)."""
+    for key, value in model_args.items():
+        where = f"model_args.{key}"
+        need(
+            isinstance(key, str) and bool(ARG_NAME.fullmatch(key)), path, where, "a key is a name (letters, digits, _)"
+        )
+        need(isinstance(value, str | int | float | bool), path, where, f"must be a plain value, got {value!r}")
+        need("," not in str(value) and "=" not in str(value), path, where, f"{value!r}: a value has no ',' or '='")
+        need(
+            key != "trust_remote_code",
+            path,
+            where,
+            "calbench runs no model's own code: use a model transformers knows (leave trust_remote_code out)",
+        )
 
 
 def check_train_options(path: Path, where: str, train: Mapping[str, Any], allowed: Sequence[str] = ()) -> None:
@@ -211,10 +287,10 @@ def evaluations_of(path: Path, specs: Any, chat: bool, has_adapter: bool) -> tup
         )
         n = spec.get("samples_per_prompt")
         need(
-            n is None or (isinstance(n, int) and not isinstance(n, bool) and n >= 1),
+            n is None or (isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= MAX_SAMPLES),
             path,
             f"{where}.samples_per_prompt",
-            f"must be a positive integer, got {n!r}",
+            f"must be a whole number from 1 to {MAX_SAMPLES}, got {n!r}",
         )
         metadata = spec.get("metadata") or {}
         need(isinstance(metadata, Mapping), path, f"{where}.metadata", "must be a mapping")
@@ -257,6 +333,7 @@ def load_row(path: Path, defaults: Mapping[str, Any] | None = None) -> Recipe:
         "model_args",
         "pretrained and peft come from model: and adapter:, not model_args",
     )
+    check_model_args(path, model_args)
     chat = data.get("chat_template", False)
     need(isinstance(chat, bool), path, "chat_template", "must be true or false")
     adapter, train = None, None
@@ -278,7 +355,9 @@ def load_row(path: Path, defaults: Mapping[str, Any] | None = None) -> Recipe:
     else:
         need(model is not None, path, "model", f"--model {backend} needs a model")
     evaluations = evaluations_of(path, data.get("evaluations"), chat, adapter is not None)
-    results_dir = Path(data.get("results_dir") or RESULTS)
+    raw_results = data.get("results_dir") or RESULTS
+    need(isinstance(raw_results, str | Path), path, "results_dir", f"must be a folder's path, got {raw_results!r}")
+    results_dir = Path(raw_results)
     return Recipe(
         path,
         name,
@@ -312,8 +391,15 @@ def load_protocols(path: Path) -> list[Recipe]:
     need(isinstance(systems, list) and bool(systems), path, "systems", "list the rows to run")
     need(isinstance(names, list) and bool(names), path, "protocols", "list the protocols")
     n = data.get("samples_per_prompt")
-    need(isinstance(n, int) and n >= 1, path, "samples_per_prompt", f"must be a positive integer, got {n!r}")
-    results_dir = Path(data.get("results_dir") or RESULTS / "protocols")
+    need(
+        isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= MAX_SAMPLES,
+        path,
+        "samples_per_prompt",
+        f"must be a whole number from 1 to {MAX_SAMPLES}, got {n!r}",
+    )
+    raw_results = data.get("results_dir") or RESULTS / "protocols"
+    need(isinstance(raw_results, str | Path), path, "results_dir", f"must be a folder's path, got {raw_results!r}")
+    results_dir = Path(raw_results)
     out = []
     for system in systems:
         row = load_row(path.parent / f"{system}.yaml")
