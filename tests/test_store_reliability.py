@@ -292,3 +292,17 @@ def test_a_per_request_seed_with_repeats_is_refused_as_the_collapse_it_is():
     run["configs"]["t"]["repeats"] = 1  # one sample per prompt: still not pure sampling's settings
     with pytest.raises(RefusedRunError, match="did not sample at pure T=1 \\(seed=1234\\)"):
         checks.check_run(run)
+
+
+def test_a_file_of_the_store_that_is_not_a_record_stops_no_other_rows_run(stored):
+    """Issue 36, case 14: one JSON file in the store that is not a record blocked every row's run
+    (the runner read the whole store to find one record): now only the named record is read."""
+    path, _ = stored
+    (path.parent / "notes.json").write_text('{"not": "a record"}')
+    (path.parent / "broken.json").write_text("{")
+    (record,) = records.named_records(path.parent, ["oracle"])
+    assert record["name"] == "oracle"
+    with pytest.raises(RefusedRunError, match="no run record named absent"):
+        records.named_records(path.parent, ["absent"])
+    with pytest.raises(RefusedRunError, match="record name"):
+        records.named_records(path.parent, ["../oracle"])

@@ -83,6 +83,7 @@ class Curves:
     score_every: int = 1  # score every this many checkpoints (and the last one)
     title: str = "Learning curves"
     score_base: bool = True  # score the base model too (step 0)
+    final: tuple[Evaluation, ...] = ()  # a larger protocol for a finished run's last point (all of protocol's tasks)
 
     def folder(self, run: str) -> Path:
         return self.results_dir / run
@@ -124,6 +125,9 @@ def load(path: Path) -> Curves:
     need(isinstance(model_args, Mapping), path, "model_args", "must be a mapping")
     check_model_args(path, model_args)
     protocol = evaluations_of(path, data.get("protocol"), chat, False)
+    final = evaluations_of(path, data["final"], chat, False) if data.get("final") is not None else ()
+    missing = sorted({t for e in protocol for t in e.tasks} - {t for e in final for t in e.tasks}) if final else []
+    need(not missing, path, "final", f"scores the last point instead of protocol: add {missing} (the curve goes on)")
     every = data.get("score_every", 1)
     _need_every(every, path, "score_every")
     score_base = data.get("score_base", True)
@@ -142,6 +146,7 @@ def load(path: Path) -> Curves:
         every,
         str(data.get("title") or "Learning curves"),
         score_base,
+        final,
     )
 
 
@@ -187,7 +192,8 @@ def to_score(
     return [*([(0, None)] if base else []), *scored(found, every, done)]
 
 
-def _point(curves: Curves, run: CurveRun, step: int, adapter: Path | None) -> Recipe:
+def _point(curves: Curves, run: CurveRun, step: int, adapter: Path | None, last: bool = False) -> Recipe:
+    """A point as a row: the protocol's evaluations, or ``final``'s at a finished run's last step."""
     name = f"step-{step:04d}"
     return Recipe(
         curves.path,
@@ -199,7 +205,7 @@ def _point(curves: Curves, run: CurveRun, step: int, adapter: Path | None) -> Re
         curves.chat_template,
         None if adapter is None else adapter.as_posix(),
         None,
-        curves.protocol,
+        curves.final if last and curves.final else curves.protocol,
         curves.folder(run.name),
         command=f"calbench leaderboard run {curves.path.as_posix()}   # {run.name}, step {step}",
     )
@@ -236,7 +242,7 @@ def run_curves(
         every = run.score_every or curves.score_every
         points = to_score(checkpoints(train_folder), every, summary is not None, curves.score_base)
         for step, adapter in points:
-            recipe = _point(curves, run, step, adapter)
+            recipe = _point(curves, run, step, adapter, last=summary is not None and step == int(summary["steps"]))
             if step == 0:
                 _share_base(curves, run)
             path = run_row(recipe, workdir / run.name / "points")
@@ -463,7 +469,8 @@ def ends(
 ) -> str:
     """The prompt-set protocol's comparison: each run at its last point, beside reference systems'
     records (their sampling evaluations: the same numbers); "" for another protocol."""
-    if not any(SPLIT_TASKS[s] in e.tasks for e in curves.protocol for s in ("train", "interp", "wide")):
+    evaluations = (*curves.protocol, *curves.final)
+    if not any(SPLIT_TASKS[s] in e.tasks for e in evaluations for s in ("train", "interp", "wide")):
         return ""
     keys = [f"{label} {what}" for label in SPLIT_LABELS.values() for what in ("score", "rho")]
     lines = []
@@ -496,11 +503,17 @@ def write(
         return []
     page, plot = curves.page
     which = _every_text(curves.score_every)
-    protocol = "; ".join(
-        f"{e.name}: {', '.join(e.tasks)}"
-        + (f" at {e.samples_per_prompt} samples per prompt" if e.samples_per_prompt else "")
-        for e in curves.protocol
-    )
+
+    def described(evaluations: Sequence[Evaluation]) -> str:
+        return "; ".join(
+            f"{e.name}: {', '.join(e.tasks)}"
+            + (f" at {e.samples_per_prompt} samples per prompt" if e.samples_per_prompt else "")
+            for e in evaluations
+        )
+
+    protocol = described(curves.protocol)
+    if curves.final:
+        protocol += f"; a finished run's last point instead by {described(curves.final)}"
     quick = any(QUICK in e.tasks for e in curves.protocol)
     numbers = (
         " The score, pit_w1, valid rate and KS@100 are the quick selection's"

@@ -344,12 +344,19 @@ def agreement(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[tuple[str, str
 
 
 def named_records(folder: Path, names: Sequence[str]) -> list[dict[str, Any]]:
-    """The run records ``names`` of a results folder, in that order; refused if one is missing."""
-    by_name = {r["name"]: r for r in load_records(folder)}
-    missing = [n for n in names if n not in by_name]
+    """The run records ``names`` of a results folder (``<name>.json``), in that order; refused if one
+    is missing. Only these are read: another file of the store that is not a record (or not one
+    any more) does not stop a run of these."""
+    missing = [n for n in names if not (Path(folder) / f"{check_name(n)}.json").is_file()]
     if missing:
         raise RefusedRunError(f"no run record named {', '.join(missing)} in {folder}")
-    return [by_name[n] for n in names]
+    out = []
+    for n in names:
+        record = load_record(Path(folder) / f"{n}.json")
+        if record["name"] != n:
+            raise RefusedRunError(f"{Path(folder) / f'{n}.json'}: holds the record {record['name']!r}, not {n!r}")
+        out.append(record)
+    return out
 
 
 def adapter_drift(drift_file: Path, adapter: str | Path | None) -> dict[str, Any]:
