@@ -232,3 +232,20 @@ def test_a_points_training_loss_is_the_one_logged_last_at_or_before_it(tmp_path)
     # Points without losses (recorded before they were kept) leave the table as it was.
     del trained["curve"]["train_loss"]
     assert "train loss" not in curves.table(spec, {"r": [base, trained]})
+
+
+def test_a_finished_runs_last_point_takes_the_final_protocol(tmp_path):
+    """generalization.yaml scores the fit cheaply along the way and the last point on every prompt
+    set: ``final:`` replaces ``protocol:`` there only, and must keep the protocol's tasks."""
+    base = "kind: curve\nmodel: m\nprotocol: {fit: {tasks: [a, b], samples_per_prompt: 100}}\n"
+    base += "runs: {r: {train: {effective_batch: 2}}}\n"
+    spec = curves.load(_recipe(tmp_path, "m", base + "final: {all: {tasks: [a, b, c], samples_per_prompt: 200}}\n"))
+    (run,) = spec.runs
+    middle = curves._point(spec, run, 40, Path("checkpoint-40"))
+    last = curves._point(spec, run, 47, Path("checkpoint-47"), last=True)
+    assert [e.tasks for e in middle.evaluations] == [("a", "b")]
+    assert [(e.tasks, e.samples_per_prompt) for e in last.evaluations] == [(("a", "b", "c"), 200)]
+    with pytest.raises(RecipeError, match=r"final: .*add \['b'\]"):
+        curves.load(_recipe(tmp_path, "m", base + "final: {all: {tasks: [a, c]}}\n"))
+    spec = curves.load(ROOT / "leaderboards" / "rows" / "generalization.yaml")
+    assert {t for e in spec.final for t in e.tasks} >= {t for e in spec.protocol for t in e.tasks}
