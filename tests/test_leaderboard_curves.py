@@ -249,3 +249,26 @@ def test_a_finished_runs_last_point_takes_the_final_protocol(tmp_path):
         curves.load(_recipe(tmp_path, "m", base + "final: {all: {tasks: [a, c]}}\n"))
     spec = curves.load(ROOT / "leaderboards" / "rows" / "generalization.yaml")
     assert {t for e in spec.final for t in e.tasks} >= {t for e in spec.protocol for t in e.tasks}
+
+
+@pytest.mark.integration
+def test_a_changed_recipe_is_refused_and_a_shorter_retraining_drops_the_old_points(tiny_split, tmp_path, capsys):
+    """Issue 36, cases 4 and 5: a finished run whose recipe then changes is refused (its points were
+    relabelled with the new options); retrained shorter, the old run's later points are removed."""
+    path = _recipe(tmp_path / "rows", str(tiny_split))
+    store, work = tmp_path / "store", tmp_path / "work"
+    argv = ["leaderboard", "run", str(path), "--results-dir", str(store), "--workdir", str(work), "--no-render"]
+    assert cli.main(argv) == 0
+    folder = store / "curves" / "tiny-hard"
+    assert sorted(p.name for p in folder.glob("step-*.json")) == ["step-0000.json", "step-0001.json", "step-0002.json"]
+    path.write_text(path.read_text().replace("max_steps: 2", "max_steps: 1"))
+    capsys.readouterr()
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "trained with other options than the recipe's" in err and "max_steps: asked 1, adapter 2" in err
+    import shutil
+
+    shutil.rmtree(work / "tiny-hard" / "train")  # the user's way to retrain it
+    assert cli.main(argv) == 0
+    assert sorted(p.name for p in folder.glob("step-*.json")) == ["step-0000.json", "step-0001.json"]
+    assert not (folder / "samples" / "step-0002.json").exists()

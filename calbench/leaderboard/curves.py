@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -239,8 +241,12 @@ def run_curves(
                 )
         summary_file = train_folder / "adapter" / "calbench_train.json"
         summary = json.loads(summary_file.read_text()) if summary_file.is_file() else None
+        if summary is not None:
+            check_trained_as(run, train_folder / "adapter")
         every = run.score_every or curves.score_every
         points = to_score(checkpoints(train_folder), every, summary is not None, curves.score_base)
+        if summary is not None:
+            drop_stale_points(curves, run, {step for step, _ in points})
         for step, adapter in points:
             recipe = _point(curves, run, step, adapter, last=summary is not None and step == int(summary["steps"]))
             if step == 0:
@@ -265,6 +271,35 @@ def run_curves(
             }
             written.append(records.save_record(record, curves.folder(run.name)))
     return written
+
+
+def check_trained_as(run: CurveRun, adapter: Path) -> None:
+    """A finished run was trained with the recipe's options (``calbench train --same-as``), or
+    ``RefusedRunError``: a recipe changed after its run finished is neither scored as if it had
+    been retrained nor retrained over the run folder (remove the folder to retrain)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "calbench", "train", *train_arguments(run.model, run.train), "--same-as", str(adapter)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        why = "; ".join(line.removeprefix("calbench train: ") for line in done.stderr.strip().splitlines())
+        raise RefusedRunError(
+            f"{run.name}: its finished run {adapter.parent} was trained with other options than the recipe's "
+            f"({why}): fix the recipe, or remove the run folder to train it again"
+        )
+
+
+def drop_stale_points(curves: Curves, run: CurveRun, steps: set[int]) -> None:
+    """Remove a finished run's stored points at steps it no longer scores (a run retrained shorter
+    left its old later points, and the page drew two trainings as one curve)."""
+    folder = curves.folder(run.name)
+    for path in sorted(folder.glob("step-*.json")) if folder.is_dir() else []:
+        step = int(path.stem.removeprefix("step-")) if path.stem.removeprefix("step-").isdigit() else None
+        if step is not None and step not in steps:
+            _say(f"{run.name}: removing the point at step {step}: not a checkpoint this run scores")
+            records.remove_record(folder, path.stem)
 
 
 LEFT_OUT = ("items", "families")  # per-item retention scores; per-family metrics (from the samples)

@@ -296,6 +296,16 @@ def is_record_file(path: Path) -> bool:
     return isinstance(data, dict) and "schema" in data and "results" not in data
 
 
+def remove_record(folder: Path, name: str) -> None:
+    """Delete the record ``name`` and its stored answers, under the store's lock (never through a link)."""
+    path = Path(folder) / f"{check_name(name)}.json"
+    with store_lock(Path(folder)):
+        check_no_links(path, Path(folder))
+        check_no_links(Path(folder) / "samples" / path.name, Path(folder))
+        path.unlink(missing_ok=True)
+        (Path(folder) / "samples" / path.name).unlink(missing_ok=True)
+
+
 def load_records(folder: Path) -> list[dict[str, Any]]:
     """Every run record of a results folder, each validated (``validate_record``), in file-name order."""
     return [load_record(path) for path in sorted(Path(folder).glob("*.json"))]
