@@ -30,7 +30,14 @@ from tabulate import tabulate
 
 from calbench.leaderboard import records
 from calbench.leaderboard.checks import RefusedRunError
-from calbench.leaderboard.numbers import SPLIT_TASKS, split_following, split_score
+from calbench.leaderboard.numbers import (
+    EXACT_TASKS,
+    LIKELIHOOD_TASKS,
+    SAMPLING_TASKS,
+    SPLIT_TASKS,
+    split_following,
+    split_score,
+)
 from calbench.leaderboard.recipes import (
     RESULTS,
     Evaluation,
@@ -309,10 +316,12 @@ def light(record: dict[str, Any]) -> dict[str, Any]:
     """A curve point as stored: its numbers and its numeric answers (all the curve page and the
     tails page read), without per-item scores (for pairing rows: ``calbench retention-delta``)
     or per-family metrics (the page recomputes them from the answers): a point weighs about
-    30 KB, not 90."""
-    for entry in record["tasks"].values():
+    30 KB, not 90. The splits' numeric tasks keep theirs: a record of them states every family."""
+    keep = {*SAMPLING_TASKS.values(), *LIKELIHOOD_TASKS.values(), *EXACT_TASKS.values()}
+    for task, entry in record["tasks"].items():
         for key in LEFT_OUT:
-            entry.pop(key, None)
+            if not (key == "families" and task in keep):
+                entry.pop(key, None)
     return record
 
 
