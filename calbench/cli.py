@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 from collections.abc import Sequence
@@ -210,10 +211,49 @@ def cmd_leaderboard_render(args: argparse.Namespace) -> int:
     return 0
 
 
+def _repository_root(paths: Sequence[Path]) -> Path | None:
+    """The repository root of recipes in its ``leaderboards/rows`` (None if they are not all in one)."""
+    roots = set()
+    for path in paths:
+        folder = Path(path).resolve().parent
+        if not (folder.name == "rows" and folder.parent.name == "leaderboards"):
+            return None
+        roots.add(folder.parent.parent)
+    return roots.pop() if len(roots) == 1 else None
+
+
+def _from_the_root(args: argparse.Namespace) -> None:
+    """Recipes name adapters and stores relative to the repository root: a run goes there (the
+    paths given on the command line kept as they were meant). A recipe outside a repository's
+    ``leaderboards/rows`` needs a store to write to: the current folder's or ``--results-dir``."""
+    from calbench.leaderboard.checks import RefusedRunError
+
+    root = _repository_root(args.recipes)
+    if root is None:
+        if args.results_dir is None and not Path("leaderboards").is_dir():
+            raise RefusedRunError(
+                "these recipes are not in a repository's leaderboards/rows and there is no leaderboards/ here: "
+                "run from the repository root, or give --results-dir"
+            )
+        return
+    for name in ("workdir", "results_dir", "output", "readme", "rows"):
+        value = getattr(args, name, None)
+        if isinstance(value, Path):
+            setattr(args, name, Path(os.path.abspath(value.expanduser())))
+    args.recipes = [Path(p).resolve().relative_to(root) for p in args.recipes]
+    if Path.cwd().resolve() != root:
+        print(f"calbench leaderboard run: running from the repository root {root}", file=sys.stderr)
+        os.chdir(root)
+
+
 def cmd_leaderboard_run(args: argparse.Namespace) -> int:
     from calbench.leaderboard import recipes, run
+    from calbench.leaderboard.checks import RefusedRunError
 
-    only = [e.strip() for e in args.only.split(",") if e.strip()] if args.only else None
+    only = [e.strip() for e in args.only.split(",") if e.strip()] if args.only is not None else None
+    if only == []:
+        raise RefusedRunError(f"--only {args.only!r} names nothing: give evaluation or run names, comma-separated")
+    _from_the_root(args)
     chosen: list[recipes.Recipe] = []
     for path in args.recipes:
         kind = recipes.kind_of(path)
@@ -225,11 +265,15 @@ def cmd_leaderboard_run(args: argparse.Namespace) -> int:
             from calbench.leaderboard import curves
 
             spec = curves.load(path)
+            unknown = sorted(set(only or ()) - {r.name for r in spec.runs})
+            if unknown:
+                known = ", ".join(r.name for r in spec.runs)
+                raise RefusedRunError(f"{path}: --only {', '.join(unknown)}: no such run (its runs: {known})")
             if args.results_dir is not None:
                 spec = curves.with_results_dir(spec, args.results_dir / "curves")
             for written in curves.run_curves(spec, args.workdir, only, train=not args.no_train):  # --only: runs
                 print(f"written: {written}")
-    for path in run.run_rows(chosen, args.workdir, args.results_dir, only, args.rerun):
+    for path in run.run_rows(chosen, args.workdir, args.results_dir, only, args.rerun, replace=args.replace):
         print(f"written: {path}")
     if args.results_dir is not None:
         print("not rendered: --results-dir is not the leaderboard's store", file=sys.stderr)
@@ -362,6 +406,12 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("recipes", nargs="+", type=Path, help="leaderboards/rows/<row>.yaml (or protocols.yaml)")
     p_run.add_argument("--only", help="run only these evaluations (comma-separated names)")
     p_run.add_argument("--rerun", action="store_true", help="run the chosen evaluations even if finished")
+    p_run.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace a stored record of the same name that another recipe made, or that has evaluations this "
+        "recipe no longer has",
+    )
     p_run.add_argument("--workdir", type=Path, default=Path("calbench_results") / "rows", help="lm-eval's raw output")
     p_run.add_argument("--no-render", action="store_true", help="store the record, render nothing")
     p_run.add_argument(

@@ -104,7 +104,9 @@ def test_bad_recipes_are_refused_naming_the_file_and_field(tmp_path, text, messa
 
 
 def test_a_protocols_recipe_takes_a_number_of_samples_not_a_boolean(tmp_path):
-    path = _write(tmp_path, "protocols.yaml", "kind: protocols\nsamples_per_prompt: true\nsystems: [a]\nprotocols: [batch]\n")
+    path = _write(
+        tmp_path, "protocols.yaml", "kind: protocols\nsamples_per_prompt: true\nsystems: [a]\nprotocols: [batch]\n"
+    )
     with pytest.raises(RecipeError, match="samples_per_prompt: must be a whole number"):
         recipes.load_protocols(path)
 
@@ -406,3 +408,79 @@ def test_new_weights_in_the_same_folder_are_evaluated_again(tmp_path, capsys):
     assert second["model"]["weights_sha256"] == weights_hash(model)
     marker = json.loads((work / "tiny" / "quick" / "calbench_evaluation.json").read_text())
     assert marker["weights_sha256"] == weights_hash(model)  # the evaluation ran again, on the new weights
+
+
+# ---- issue 36: records replaced only with --replace; --only; where a run writes (6, 11, 15) ----
+
+
+@pytest.mark.integration
+def test_a_record_is_replaced_only_by_its_own_recipe_or_with_replace(tmp_path, capsys):
+    """Case 6: a copy of a row elsewhere (another recipe of the same name) replaced the published
+    record; an evaluation deleted from a recipe dropped its tasks from the record silently."""
+    rows, copy = tmp_path / "rows", tmp_path / "experiments"
+    for folder in (rows, copy):
+        _write(
+            folder,
+            "defaults.yaml",
+            "backend: calbench-oracle\nchat_template: false\nevaluations:\n"
+            "  quick: {tasks: [calbench_numeric_quick], samples_per_prompt: 50}\n",
+        )
+    row = _write(rows, "exact.yaml", "type: reference\n")
+    other = _write(copy, "exact.yaml", "type: reference\n")
+    store, work = tmp_path / "store", tmp_path / "work"
+    base = ["leaderboard", "run", "--results-dir", str(store), "--workdir", str(work)]
+    assert cli.main([*base, str(row)]) == 0
+    kept = (store / "exact.json").read_text()
+    capsys.readouterr()
+    assert cli.main([*base, str(other)]) == 2
+    assert "pass --replace to replace it" in capsys.readouterr().err
+    assert (store / "exact.json").read_text() == kept
+    assert cli.main([*base, str(other), "--replace"]) == 0
+    assert f"run {other.as_posix()}" in records.load_record(store / "exact.json")["command"]
+    # An evaluation the recipe no longer has
+    row2 = _write(
+        rows,
+        "two.yaml",
+        "type: reference\nevaluations:\n  more: {tasks: [calbench_numeric_unseen], samples_per_prompt: 50}\n",
+    )
+    assert cli.main([*base, str(row2)]) == 0
+    row2.write_text("type: reference\n")
+    capsys.readouterr()
+    assert cli.main([*base, str(row2)]) == 2
+    assert "has evaluations ['more'] that" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("only", [",", " ", " , "])
+def test_an_only_that_names_nothing_is_refused(only, capsys):
+    """Case 11: --only , and --only ' ' ran everything."""
+    argv = ["leaderboard", "run", str(ROWS / "oracle.yaml"), "--only", only, "--results-dir", "/nonexistent"]
+    assert cli.main(argv) == 2
+    assert "names nothing" in capsys.readouterr().err
+
+
+def test_an_only_naming_no_run_of_a_curve_recipe_is_refused(capsys, tmp_path):
+    """Case 11: --only on a curve recipe naming no run did nothing, exit 0."""
+    argv = ["leaderboard", "run", str(ROWS / "curves.yaml"), "--only", "no-such-run", "--results-dir", str(tmp_path)]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--only no-such-run: no such run (its runs: smollm2-135m-instruct-soft-paper" in err
+
+
+def test_a_run_goes_to_the_repository_root_of_its_recipe(monkeypatch, tmp_path):
+    """Case 15: from leaderboards/rows/ a row with a committed adapter did not find it (relative to the
+    current folder) and retrained a new one; a recipe outside a repository wrote leaderboards/ here."""
+    import argparse
+
+    monkeypatch.chdir(ROWS)
+    args = argparse.Namespace(recipes=[Path("oracle.yaml")], workdir=Path("w"), results_dir=None, output=None)
+    cli._from_the_root(args)
+    assert Path.cwd() == ROOT and args.recipes == [Path("leaderboards/rows/oracle.yaml")]
+    assert args.workdir == ROWS / "w"  # a path given on the command line is kept as meant
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path / "mine", "row.yaml", "type: reference\n")
+    args = argparse.Namespace(recipes=[tmp_path / "mine" / "row.yaml"], workdir=Path("w"), results_dir=None)
+    from calbench.leaderboard.checks import RefusedRunError
+
+    with pytest.raises(RefusedRunError, match="not in a repository's leaderboards/rows"):
+        cli._from_the_root(args)
+    assert not (tmp_path / "leaderboards").exists()

@@ -247,6 +247,32 @@ def part_of_record(record: Mapping[str, Any], name: str) -> dict[str, Any]:
 # ---------------------------------------------------------------- a row
 
 
+def recipe_of_command(command: str) -> Path | None:
+    """The recipe a record's command ran (``calbench leaderboard run PATH [# ...]``), or None."""
+    try:
+        words = shlex.split(command.split("#", 1)[0])
+    except ValueError:
+        return None
+    return Path(words[3]) if words[:3] == ["calbench", "leaderboard", "run"] and len(words) > 3 else None
+
+
+def check_same_recipe(recipe: Recipe, stored: Mapping[str, Any], results_dir: Path) -> None:
+    """Refuse to replace a record that another recipe (or ``leaderboard add``) made, or that holds
+    evaluations the recipe no longer has (their tasks would leave the record unsaid)."""
+    theirs = recipe_of_command(str(stored.get("command", "")))
+    if theirs is None or theirs.resolve() != Path(recipe.path).resolve():
+        raise RefusedRunError(
+            f"{results_dir / (recipe.name + '.json')} was made by {stored.get('command')!r}, not by {recipe.path}: "
+            "pass --replace to replace it, or rename the recipe"
+        )
+    dropped = sorted(set(stored["evaluations"]) - {e.name for e in recipe.evaluations})
+    if dropped:
+        raise RefusedRunError(
+            f"{recipe.name}: the stored record has evaluations {dropped} that {recipe.path} no longer has: "
+            "pass --replace to drop them from the record"
+        )
+
+
 def existing_record(recipe: Recipe, results_dir: Path) -> dict[str, Any] | None:
     if not (results_dir / f"{recipe.name}.json").is_file():
         return None
@@ -259,13 +285,18 @@ def run_row(
     results_dir: Path | None = None,
     only: Sequence[str] | None = None,
     rerun: bool = False,
+    replace: bool = False,
 ) -> Path:
-    """Train what is missing, run what is not finished, and save the row's record (module docstring)."""
+    """Train what is missing, run what is not finished, and save the row's record (module docstring).
+    A stored record of the same name is replaced only if this recipe made it and it holds no
+    evaluation the recipe has dropped, or with ``replace``."""
     results_dir = Path(results_dir or recipe.results_dir)
     for name in only or ():
         recipe.evaluation(name)  # an unknown name is refused before anything runs
-    ensure_adapter(recipe, workdir)
     stored = existing_record(recipe, results_dir)
+    if stored is not None and not replace:
+        check_same_recipe(recipe, stored, results_dir)
+    ensure_adapter(recipe, workdir)
     weights = model_weights(recipe)
     if stored is not None and weights is not None and stored["model"].get("weights_sha256") not in (None, weights):
         _say(
@@ -307,11 +338,12 @@ def run_rows(
     only: Sequence[str] | None = None,
     rerun: bool = False,
     each: Callable[[Path], None] | None = None,
+    replace: bool = False,
 ) -> list[Path]:
     """``run_row`` for each recipe, in order; ``each`` is called with every record written."""
     written = []
     for recipe in recipes:
-        path = run_row(recipe, workdir, results_dir, only, rerun)
+        path = run_row(recipe, workdir, results_dir, only, rerun, replace)
         written.append(path)
         if each is not None:
             each(path)
