@@ -272,3 +272,19 @@ def test_a_changed_recipe_is_refused_and_a_shorter_retraining_drops_the_old_poin
     assert cli.main(argv) == 0
     assert sorted(p.name for p in folder.glob("step-*.json")) == ["step-0000.json", "step-0001.json"]
     assert not (folder / "samples" / "step-0002.json").exists()
+
+
+def test_a_work_folder_named_like_part_of_a_word_is_replaced_only_as_a_path():
+    """Issue 36, case 13: with --workdir c the stored commands read '<workdir>alben<workdir>h eval'."""
+    record = {
+        "model": {"adapter": "c/r/train/checkpoint-4"},
+        "recipe": None,
+        "evaluations": {
+            "q": {"command": "calbench eval --model_args pretrained=cc,peft=c/r/train/checkpoint-4 --output_path c"}
+        },
+    }
+    out = curves.portable(record, Path("c"))
+    assert out["model"]["adapter"] == "<workdir>/r/train/checkpoint-4"
+    assert out["evaluations"]["q"]["command"] == (
+        "calbench eval --model_args pretrained=cc,peft=<workdir>/r/train/checkpoint-4 --output_path <workdir>"
+    )

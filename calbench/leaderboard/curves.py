@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -329,8 +330,13 @@ def portable(record: dict[str, Any], workdir: Path) -> dict[str, Any]:
     """A point's checkpoint lies in the machine's ``workdir`` (``--workdir``, often outside the
     tree): the record names it ``<workdir>/...``, in its adapter, its recipe and its commands."""
 
+    given = str(Path(workdir).expanduser())
+    # The folder's path where it stands as a path: at the start of a word (or after '='), followed
+    # by '/' or the word's end; "c" in "calbench" is not the work folder "c".
+    where = re.compile(r"(?:(?<=^)|(?<=[\s=,'\"]))" + re.escape(given) + r"(?=/|$|[\s,'\"])")
+
     def short(text: str) -> str:
-        return text.replace(str(Path(workdir).expanduser()), "<workdir>")
+        return where.sub("<workdir>", text)
 
     if record["model"].get("adapter"):
         record["model"]["adapter"] = short(record["model"]["adapter"])
