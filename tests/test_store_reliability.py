@@ -306,3 +306,41 @@ def test_a_file_of_the_store_that_is_not_a_record_stops_no_other_rows_run(stored
         records.named_records(path.parent, ["absent"])
     with pytest.raises(RefusedRunError, match="record name"):
         records.named_records(path.parent, ["../oracle"])
+
+
+def test_an_edited_embedded_recipe_is_refused(stored):
+    """Issue 36, case 17: load_record checked neither the embedded recipe against recipe_sha256."""
+    import json
+
+    path, _ = stored
+    record = json.loads(path.read_text())
+    record["recipe"] = {"backend": "calbench-oracle", "evaluations": {}}
+    record["recipe_sha256"] = records.recipe_hash({"backend": "something else"})
+    path.write_text(json.dumps(record))
+    with pytest.raises(RefusedRunError, match="recipe: not the recipe its recipe_sha256 names"):
+        records.load_record(path)
+
+
+def test_stored_answers_of_another_sample_size_than_the_header_are_refused(stored):
+    """Issue 36, case 17: the header's samples_per_prompt against the stored samples."""
+    import hashlib
+    import json
+
+    path, samples = stored
+    record = json.loads(path.read_text())
+    record["tasks"][TASK]["samples_per_prompt"] = 1000  # the run drew 10 per prompt
+    path.write_text(json.dumps(record))
+    with pytest.raises(RefusedRunError, match="10 responses, the record says 1000 samples per prompt"):
+        records.load_record(path)
+    assert hashlib.sha256(samples.read_bytes()).hexdigest() == record["samples_sha256"]  # the answers are untouched
+
+
+def test_a_training_that_never_started_says_so(tmp_path):
+    """Issue 36, case 17: a missing model was reported as 'training failed (its run folder ... is
+    kept: rerun to resume)' though nothing was written."""
+    from calbench.leaderboard.run import training_failed
+
+    assert "did not start (nothing was written" in training_failed("row", tmp_path / "train")
+    (tmp_path / "train").mkdir()
+    (tmp_path / "train" / "calbench_run.json").write_text("{}")
+    assert "is kept: rerun to resume" in training_failed("row", tmp_path / "train")

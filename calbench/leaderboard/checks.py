@@ -247,12 +247,16 @@ def _finite(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def validate_stored(source: str, kind: str, values: list[Any], entry: Mapping[str, Any]) -> None:
+def validate_stored(
+    source: str, kind: str, values: list[Any], entry: Mapping[str, Any], one_per_request: bool = False
+) -> None:
     """Refuse stored samples or per-item scores (``samples/<name>.json``) that a run cannot have
     produced: per prompt, a calbench family and its target, a whole number of responses and at
-    most that many valid answers, each a finite number; per item, finite scores within their
+    most that many valid answers, each a finite number (with one sample per request, as many
+    responses as the record's ``samples_per_prompt``); per item, finite scores within their
     metric's range; one entry per scored document."""
     prompts = entry.get("prompts")
+    header = entry.get("samples_per_prompt") if one_per_request and kind == "samples" else None
     if prompts is not None and len(values) != prompts:
         raise RefusedRunError(f"{source}: {len(values)} {kind} stored, the task scored {prompts} documents")
     for n, value in enumerate(values, 1):
@@ -265,6 +269,8 @@ def validate_stored(source: str, kind: str, values: list[Any], entry: Mapping[st
                 raise RefusedRunError(f"{where}: family {family!r} and target {target!r} are not a calbench law")
             if not _whole(count) or count is None:
                 raise RefusedRunError(f"{where}.n: must be a whole number, got {count!r}")
+            if header is not None and count != header:
+                raise RefusedRunError(f"{where}.n: {count} responses, the record says {header} samples per prompt")
             if not isinstance(answers, list) or len(answers) > float(count) or not all(map(_finite, answers)):
                 raise RefusedRunError(f"{where}.values: must be at most n={count} finite numbers")
         else:

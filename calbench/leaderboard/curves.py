@@ -55,7 +55,7 @@ from calbench.leaderboard.recipes import (
     train_arguments,
 )
 from calbench.leaderboard.render import BOARD_START, SPLIT_LABELS, board_page
-from calbench.leaderboard.run import WORKDIR, _calbench, _say, run_row
+from calbench.leaderboard.run import WORKDIR, _calbench, _say, run_row, training_failed
 from calbench.metrics.outer import outer_summary
 from calbench.metrics.prompt_records import prompt_rows, sample_quality
 from calbench.provenance import atomic_write
@@ -244,9 +244,7 @@ def run_curves(
                 args.append("--resume")
             _say(f"{run.name}: training: calbench train {' '.join(args)}")
             if _calbench(["train", *args]).returncode != 0:
-                raise RefusedRunError(
-                    f"{run.name}: training failed (its run folder {train_folder} is kept: rerun to resume)"
-                )
+                raise RefusedRunError(training_failed(run.name, train_folder))
         summary_file = train_folder / "adapter" / "calbench_train.json"
         summary = json.loads(summary_file.read_text()) if summary_file.is_file() else None
         if summary is not None:

@@ -264,6 +264,8 @@ def load_record(path: Path) -> dict[str, Any]:
     validate_record(record, str(path))
     if record["name"] != path.stem:
         raise RefusedRunError(f"{path}: name: {record['name']!r} is not the file's name {path.stem!r}")
+    if record.get("recipe") is not None and record.get("recipe_sha256") != recipe_hash(record["recipe"]):
+        raise RefusedRunError(f"{path}: recipe: not the recipe its recipe_sha256 names (edited?)")
     samples = path.parent / "samples" / path.name
     digest = record.pop("samples_sha256", None)
     if digest is not None and not samples.is_file():
@@ -281,8 +283,9 @@ def load_record(path: Path) -> dict[str, Any]:
         for task, values in stored.items():
             if task not in record["tasks"] or not isinstance(values, list):
                 raise RefusedRunError(f"{samples}: {task}: no such task in the record, or not a list")
-            kind = "samples" if protocols.sampling_protocol(task) is not None else "items"
-            validate_stored(f"{samples}: {task}", kind, values, record["tasks"][task])
+            protocol = protocols.sampling_protocol(task)
+            kind = "samples" if protocol is not None else "items"
+            validate_stored(f"{samples}: {task}", kind, values, record["tasks"][task], protocol == "independent")
             record["tasks"][task][kind] = values
     return dict(record)
 

@@ -85,13 +85,21 @@ def ensure_adapter(recipe: Recipe, workdir: Path) -> None:
         args.append("--resume")
     _say(f"{recipe.name}: training the adapter: calbench train {shlex.join(args)}")
     if _calbench(["train", *args]).returncode != 0:
-        raise RefusedRunError(f"{recipe.name}: training failed (its run folder {run} is kept: rerun to resume)")
+        raise RefusedRunError(training_failed(recipe.name, run))
     partial = folder.with_name(folder.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     shutil.copytree(run / "adapter", partial, ignore=shutil.ignore_patterns(*ADAPTER_FILES_LEFT_OUT))
     portable_output(partial / "calbench_train.json", recipe.name)
     partial.rename(folder)
     _say(f"{recipe.name}: adapter written to {folder}")
+
+
+def training_failed(name: str, run: Path) -> str:
+    """What a failed ``calbench train`` left: a run folder to resume, or nothing (it never started:
+    a missing model, a bad option; calbench train said why above)."""
+    if (run / "calbench_run.json").is_file():
+        return f"{name}: training failed (its run folder {run} is kept: rerun to resume)"
+    return f"{name}: training did not start (nothing was written; calbench train's message above says why)"
 
 
 def portable_output(summary: Path, row: str) -> None:
