@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import json
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -53,6 +54,9 @@ def vllm_cpu_lora(model_args: Mapping[str, Any]) -> bool:
     return bool(model_args.get("lora_local_path")) and is_cpu_build()
 
 
+MAX_RANK = 65536  # far beyond any LoRA: a rank above it is a broken config
+
+
 def adapter_rank(folder: Path) -> int | None:
     """The largest LoRA rank of a peft adapter folder (``r`` and any ``rank_pattern`` value); None
     for a hub id or a folder without ``adapter_config.json``."""
@@ -63,8 +67,17 @@ def adapter_rank(folder: Path) -> int | None:
         config = json.loads(config_file.read_text())
     except (OSError, json.JSONDecodeError) as err:
         raise VLLMSetupError(f"{config_file}: not a readable adapter config ({err})") from None
-    ranks = [config.get("r"), *(config.get("rank_pattern") or {}).values()]
-    ints = [int(r) for r in ranks if isinstance(r, int | float) and not isinstance(r, bool)]
+    if not isinstance(config, dict):
+        raise VLLMSetupError(f"{config_file}: not an adapter config (a JSON object), got {type(config).__name__}")
+    pattern = config.get("rank_pattern") or {}
+    if not isinstance(pattern, dict):
+        raise VLLMSetupError(f"{config_file}: rank_pattern must be an object of module: rank, got {pattern!r}")
+    ranks = [config.get("r"), *pattern.values()]
+    for r in ranks:
+        whole = isinstance(r, int | float) and not isinstance(r, bool) and math.isfinite(r) and float(r).is_integer()
+        if r is not None and not (whole and 1 <= r <= MAX_RANK):
+            raise VLLMSetupError(f"{config_file}: a LoRA rank must be a whole number from 1 to {MAX_RANK}, got {r!r}")
+    ints = [int(r) for r in ranks if r is not None]
     return max(ints) if ints else None
 
 

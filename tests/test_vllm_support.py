@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 import json
+import re
 
 import pytest
 
@@ -133,3 +134,21 @@ def test_calbench_eval_says_it_in_one_line(setup, message, fake_vllm, monkeypatc
     err = capsys.readouterr().err
     assert err.startswith("calbench eval: ") and message in err and "Traceback" not in err, err
     assert err.strip().count("\n") == 0
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ("[1, 2]", "not an adapter config (a JSON object), got list"),
+        ('{"r": NaN}', "a LoRA rank must be a whole number from 1 to 65536, got nan"),
+        ('{"r": 1e400}', "a LoRA rank must be a whole number from 1 to 65536, got inf"),
+        ('{"r": 8, "rank_pattern": ["q_proj", 64]}', "rank_pattern must be an object of module: rank"),
+        ('{"r": 8, "rank_pattern": {"q_proj": 2.5}}', "a LoRA rank must be a whole number"),
+    ],
+)
+def test_a_broken_adapter_config_is_one_line(fake_vllm, tmp_path, config, message):
+    """Issue 36, case 12: a list, r: NaN, r: 1e400 or a list rank_pattern gave tracebacks."""
+    fake_vllm["vllm"] = "0.32.0"
+    (tmp_path / "adapter_config.json").write_text(config)
+    with pytest.raises(vllm_support.VLLMSetupError, match=re.escape(message)):
+        vllm_support.check_vllm_args({"lora_local_path": str(tmp_path)})
