@@ -424,7 +424,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p_add = lb_sub.add_parser("add", help="store one system's lm-eval results as a run record")
     p_add.add_argument("name", help="the system's row name, e.g. smollm2-135m-instruct-soft")
-    p_add.add_argument("--type", required=True, help="reference, base, instruct, fine-tuned adapter, prompting method")
+    p_add.add_argument(
+        "--type",
+        required=True,
+        help="reference, base, instruct, fine-tuned adapter, fine-tuned (every weight), prompting method",
+    )
     p_add.add_argument("--command", required=True, help="the exact command that reproduces the run")
     p_add.add_argument("results", nargs="+", type=Path, help="results_*.json files of this system")
     p_add.add_argument("--drift", type=Path, help="calbench drift --output JSON holding this adapter's drift")

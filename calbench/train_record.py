@@ -37,6 +37,7 @@ OPTIONS = (
     "tau",
     "retain_weight",
     "retain_batch",
+    "finetune",
     "lora_r",
     "lora_alpha",
     "lora_dropout",

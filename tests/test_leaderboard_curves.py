@@ -288,3 +288,15 @@ def test_a_work_folder_named_like_part_of_a_word_is_replaced_only_as_a_path():
     assert out["evaluations"]["q"]["command"] == (
         "calbench eval --model_args pretrained=cc,peft=<workdir>/r/train/checkpoint-4 --output_path <workdir>"
     )
+
+
+def test_a_full_fine_tunes_checkpoint_is_the_points_model(tmp_path):
+    text = "kind: curve\nmodel: m\nprotocol: {q: {tasks: [t]}}\n"
+    text += "runs: {lora: {train: {effective_batch: 2}}, full: {train: {effective_batch: 2, finetune: full}}}\n"
+    spec = curves.load(_recipe(tmp_path, "m", text))
+    lora, full = spec.runs
+    point = curves._point(spec, lora, 4, Path("w/lora/train/checkpoint-4"))
+    assert (point.model, point.adapter, point.type) == ("m", "w/lora/train/checkpoint-4", "fine-tuned adapter")
+    point = curves._point(spec, full, 4, Path("w/full/train/checkpoint-4"))
+    assert (point.model, point.adapter, point.type) == ("w/full/train/checkpoint-4", None, "fine-tuned")
+    assert curves._point(spec, full, 0, None).model == "m"  # the base model at step 0

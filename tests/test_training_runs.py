@@ -368,3 +368,35 @@ def test_a_resumed_run_logs_what_an_uninterrupted_one_logs(tiny_split, tmp_path)
     assert [h["step"] for h in summary["loss_history"]] == [h["step"] for h in expected["loss_history"]]
     assert _losses(summary) == pytest.approx(_losses(expected), rel=1e-6)
     assert summary["mean_train_loss"] == pytest.approx(expected["mean_train_loss"], rel=1e-6)
+
+
+@pytest.mark.integration
+def test_a_full_fine_tune_trains_every_weight_and_resumes_from_its_last_step(tiny_split, tmp_path, capsys):
+    """--finetune full: the output is a whole model (with its tokenizer) that loads as pretrained=,
+    its checkpoints are complete ones, and a kill after the last checkpoint resumes to the end."""
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    from calbench.training.trainer import run
+
+    config = tiny_config(tiny_split, tmp_path / "full", finetune="full", lr=1e-3, max_steps=2, method="hard")
+    adapter = run(config)
+    assert (adapter / "model.safetensors").is_file() and not (adapter / "adapter_config.json").exists()
+    assert (adapter / "tokenizer.json").is_file() and "full fine-tune" in (adapter / "README.md").read_text()
+    tuned, base = load_file(str(adapter / "model.safetensors")), load_file(str(tiny_split / "model.safetensors"))
+    changed = [k for k in base if k in tuned and not torch.equal(tuned[k], base[k])]
+    assert len(changed) > len(base) // 2  # every weight trains, not a few adapters
+    assert run_folder.missing_parts(tmp_path / "full" / "checkpoint-2") == []
+    AutoModelForCausalLM.from_pretrained(adapter)  # loads as a model of its own
+    before = load_file(str(adapter / "model.safetensors"))
+    import shutil
+
+    shutil.rmtree(adapter)  # killed after the last checkpoint, before the model was written
+    state = json.loads((tmp_path / "full" / run_folder.RUN_FILE).read_text())
+    (tmp_path / "full" / run_folder.RUN_FILE).write_text(json.dumps({**state, "finished": False}))
+    run(dataclasses.replace(config, resume=True))
+    assert "is the run's last step: nothing left to train" in capsys.readouterr().out
+    after = load_file(str(tmp_path / "full" / "adapter" / "model.safetensors"))
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    with pytest.raises(ValueError, match="retain"):
+        TrainConfig(finetune="full", retain_weight=1.0).validate()

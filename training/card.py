@@ -55,7 +55,7 @@ def render(config: TrainConfig, summary: dict[str, Any], evaluation: str | None 
     entry = model_catalogue.CATALOGUE.get(config.model)
     raw = summary.get("base_model")
     source: dict[str, Any] = raw if isinstance(raw, dict) else {}  # a string in cards of older runs
-    front = ["library_name: peft"]
+    front = ["library_name: transformers" if config.finetune == "full" else "library_name: peft"]
     if entry is not None:  # a catalogue model: name the hub model, say exactly which weights were trained
         hub, base = entry.hub_id, f"$(calbench models path {config.model})"
         about = (
@@ -81,15 +81,18 @@ def render(config: TrainConfig, summary: dict[str, Any], evaluation: str | None 
             + (f" (weights {source['weights_sha256']})" if source.get("weights_sha256") else "")
             + "."
         )
+    full = config.finetune == "full"
+    what = "full fine-tune" if full else "LoRA adapter"
+    use = "pretrained=<this folder>" if full else f"pretrained={base},peft=<this folder>"
     lines = [
         "---",
         *front,
-        "tags: [calbench, lora, calibration]",
+        "tags: [calbench, calibration]" if full else "tags: [calbench, lora, calibration]",
         "---",
         "",
-        f"# calbench {config.method}-target LoRA adapter",
+        f"# calbench {config.method}-target {what}",
         "",
-        f"A LoRA adapter that trains {about} to sample numbers from the distribution a prompt",
+        f"A {what} that trains {about} to sample numbers from the distribution a prompt",
         "asks for, made with calbench's training add-on.",
         "",
         f"- **Method**: {method}.",
@@ -113,8 +116,12 @@ def render(config: TrainConfig, summary: dict[str, Any], evaluation: str | None 
             else f"{config.epochs} epoch(s)"
         )
         + f", seed {config.seed}.",
-        f"- **LoRA**: r={config.lora_r}, alpha={config.lora_alpha}, dropout={config.lora_dropout}"
-        f" on {', '.join(config.target_modules)}.",
+        (
+            "- **Full fine-tune**: every weight trained, in float32."
+            if full
+            else f"- **LoRA**: r={config.lora_r}, alpha={config.lora_alpha}, dropout={config.lora_dropout}"
+            f" on {', '.join(config.target_modules)}."
+        ),
         f"- **Optimisation**: AdamW lr {config.lr}, weight decay {config.weight_decay}, cosine schedule with"
         f" {config.warmup_ratio:.0%} warmup, gradient clipping {config.max_grad_norm},"
         f" effective batch {config.effective_batch}.",
@@ -125,14 +132,16 @@ def render(config: TrainConfig, summary: dict[str, Any], evaluation: str | None 
         "## Use",
         "",
         "```bash",
-        f"lm_eval --model hf --model_args pretrained={base},peft=<this folder> \\",
+        f"lm_eval --model hf --model_args {use} \\",
         "  --include_path $(calbench tasks-path) --tasks calbench_numeric_unseen --apply_chat_template",
         "```",
         "",
         CARD_EVALUATION,
         "",
         evaluation
-        or "Not evaluated yet: `calbench eval --model calbench-hf --model_args pretrained=BASE,peft=ADAPTER ...`.",
+        or "Not evaluated yet: `calbench eval --model calbench-hf --model_args "
+        + ("pretrained=<this folder>" if full else "pretrained=BASE,peft=ADAPTER")
+        + " ...`.",
         "",
         f"{CARD_AFTER_EVALUATION} and the loss history are in `calbench_train.json`.",
         "",

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 Method = Literal["soft", "hard"]
 Parameters = Literal["grid", "fresh"]
+Finetune = Literal["lora", "full"]
 MAX_DECIMALS = 12
 
 
@@ -81,6 +82,11 @@ class TrainConfig:
         default=0.0,
     )
     retain_batch: int = _flag("retain texts per forward when --retain-weight is on", default=4)
+    finetune: Finetune = _flag(
+        "lora: train LoRA adapters (the paper); full: train every weight of the model (its output is a whole "
+        "model folder, evaluated as pretrained=<output>/adapter; a lower --lr suits it, e.g. 2e-5)",
+        default="lora",
+    )
     lora_r: int = _flag("LoRA rank", default=16)
     lora_alpha: int = _flag("LoRA alpha", default=32)
     lora_dropout: float = _flag("LoRA dropout", default=0.05)
@@ -141,6 +147,12 @@ class TrainConfig:
         need(self.method in ("soft", "hard"), "method", "must be soft or hard")
         need(self.soft_paths in ("sample", "all"), "soft_paths", "must be sample or all")
         need(self.parameters in ("grid", "fresh"), "parameters", "must be grid or fresh")
+        need(self.finetune in ("lora", "full"), "finetune", "must be lora or full")
+        need(
+            not (self.finetune == "full" and self.retain_weight > 0),
+            "retain_weight",
+            "the retain loss compares with the base model through the LoRA adapter: not with --finetune full",
+        )
         need(finite(self.widen) and self.widen >= 1, "widen", "must be a number >= 1")
         need(
             self.widen == 1 or self.parameters == "fresh",
@@ -197,6 +209,14 @@ class TrainConfig:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
 
 
+CHOICES = {
+    "method": ["soft", "hard"],
+    "soft_paths": ["sample", "all"],
+    "parameters": ["grid", "fresh"],
+    "finetune": ["lora", "full"],
+}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     for f in dataclasses.fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
@@ -205,10 +225,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(flag, action="store_true", help=help_text)
         elif f.name == "target_modules":
             parser.add_argument(flag, nargs="+", default=list(TrainConfig.target_modules), help=help_text)
-        elif f.name in ("method", "soft_paths", "parameters"):
-            choices = {"method": ["soft", "hard"], "soft_paths": ["sample", "all"], "parameters": ["grid", "fresh"]}[
-                f.name
-            ]
+        elif f.name in CHOICES:
+            choices = CHOICES[f.name]
             parser.add_argument(flag, choices=choices, default=f.default, help=help_text)
         elif f.name == "chat":
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=help_text)

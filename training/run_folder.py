@@ -51,6 +51,7 @@ PREVIOUS = ".adapter.previous"  # the replaced adapter until it is deleted
 LOCK = ".calbench_train.lock"  # held (flock) by the process that uses the run folder
 # What transformers writes into every checkpoint of a LoRA run (with rng_state*.pth).
 CHECKPOINT_PARTS = ("adapter_model.safetensors", "optimizer.pt", "scheduler.pt", "trainer_state.json")
+FULL_WEIGHTS = "model.safetensors"  # a full fine-tune's checkpoint holds the whole model instead of an adapter
 _CHECKPOINT = re.compile(r"checkpoint-(\d+)$")
 
 
@@ -176,6 +177,8 @@ def latest_complete(folder: Path) -> Path | None:
 def missing_parts(checkpoint: Path) -> list[str]:
     """The files transformers writes into every checkpoint that ``checkpoint`` lacks."""
     missing = [name for name in CHECKPOINT_PARTS if not (checkpoint / name).is_file()]
+    if "adapter_model.safetensors" in missing and (checkpoint / FULL_WEIGHTS).is_file():  # a full fine-tune
+        missing.remove("adapter_model.safetensors")
     return missing + ([] if any(checkpoint.glob("rng_state*.pth")) else ["rng_state.pth"])
 
 

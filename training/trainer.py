@@ -216,25 +216,29 @@ def build(config: TrainConfig) -> tuple[CalibrationTrainer, TrainingSet]:
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     chat = bool(tokenizer.chat_template) if config.chat is None else config.chat
-    # bf16 base weights on GPU; LoRA weights and Adam states stay fp32 (peft keeps adapters fp32).
-    model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16 if cuda else torch.float32)
-    names = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
-    unknown = [m for m in config.target_modules if m not in names]
-    if unknown:  # peft would skip them silently when another one matches
-        raise ValueError(f"--target-modules {' '.join(unknown)}: no such module in {config.model}")
+    full = config.finetune == "full"
+    # LoRA: bf16 base weights on GPU, LoRA weights and Adam states fp32 (peft keeps adapters fp32).
+    # A full fine-tune trains every weight in fp32 (bf16 weights would round away small updates).
+    dtype = torch.bfloat16 if cuda and not full else torch.float32
+    model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     torch.manual_seed(config.seed)
-    lora = LoraConfig(
-        r=config.lora_r,
-        lora_alpha=config.lora_alpha,
-        lora_dropout=config.lora_dropout,
-        target_modules=list(config.target_modules),
-        bias="none",
-        task_type="CAUSAL_LM",
-    )
-    model = get_peft_model(model, lora, autocast_adapter_dtype=True)
-    name = model_catalogue.catalogue_name(config.model)
-    if name is not None:  # name the base by the hub model it was quantized from, not this machine's folder
-        model.peft_config["default"].base_model_name_or_path = model_catalogue.CATALOGUE[name].hub_id
+    if not full:
+        names = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
+        unknown = [m for m in config.target_modules if m not in names]
+        if unknown:  # peft would skip them silently when another one matches
+            raise ValueError(f"--target-modules {' '.join(unknown)}: no such module in {config.model}")
+        lora = LoraConfig(
+            r=config.lora_r,
+            lora_alpha=config.lora_alpha,
+            lora_dropout=config.lora_dropout,
+            target_modules=list(config.target_modules),
+            bias="none",
+            task_type="CAUSAL_LM",
+        )
+        model = get_peft_model(model, lora, autocast_adapter_dtype=True)
+        name = model_catalogue.catalogue_name(config.model)
+        if name is not None:  # name the base by the hub model it was quantized from, not this machine's folder
+            model.peft_config["default"].base_model_name_or_path = model_catalogue.CATALOGUE[name].hub_id
     retain = None
     if config.retain_weight > 0:  # the base model's answers, before any step (the adapter starts at 0)
         retain = RetainSet(tokenizer, chat, config.seed)
@@ -280,6 +284,8 @@ def build(config: TrainConfig) -> tuple[CalibrationTrainer, TrainingSet]:
         args=args,
         train_dataset=data,
         data_collator=collator,
+        # A full fine-tune's checkpoints are whole models: with their tokenizer, each one is evaluated as is.
+        **({"processing_class": tokenizer} if full else {}),
         method=config.method,
         tau=config.tau,
         retain=retain,
@@ -349,7 +355,11 @@ def _train_or_finish(trainer: CalibrationTrainer, checkpoint: Path | None) -> An
             from peft import set_peft_model_state_dict
             from safetensors.torch import load_file
 
-            set_peft_model_state_dict(trainer.model, load_file(str(checkpoint / "adapter_model.safetensors")))
+            if (checkpoint / run_folder.FULL_WEIGHTS).is_file():  # a full fine-tune
+                model: Any = trainer.model
+                model.load_state_dict(load_file(str(checkpoint / run_folder.FULL_WEIGHTS)), strict=False)
+            else:
+                set_peft_model_state_dict(trainer.model, load_file(str(checkpoint / "adapter_model.safetensors")))
             trainer.state = state
             print(f"calbench train: {checkpoint} is the run's last step: nothing left to train", flush=True)
             return SimpleNamespace(global_step=state.global_step)
@@ -359,8 +369,9 @@ def _train_or_finish(trainer: CalibrationTrainer, checkpoint: Path | None) -> An
 def check_adapter(model: Any, tokenizer: Any) -> None:
     """Refuse an adapter that would break every evaluation: non-finite LoRA weights, or logits that
     are not finite on a short text (weights too large, e.g. from an absurd learning rate)."""
+    lora = any("lora_" in name for name, _ in model.named_parameters())
     for name, tensor in model.named_parameters():
-        if "lora_" in name and not bool(torch.isfinite(tensor).all()):
+        if ("lora_" in name or not lora) and not bool(torch.isfinite(tensor).all()):
             raise BrokenAdapterError(f"the trained adapter's {name} is not finite: not installed")
     ids = tokenizer("Sample one number from a Poisson distribution with rate 3.", return_tensors="pt")["input_ids"]
     device = next(model.parameters()).device

@@ -21,7 +21,14 @@ from calbench.lm_eval_io import args_dict, model_args
 from calbench.metrics.table import find
 from calbench.policy import GREEDY_TASKS, PURE_SAMPLING, active_generation_config, decoding_deviations
 
-ENTRY_TYPES = ("reference", "base", "instruct", "fine-tuned adapter", "prompting method")
+ENTRY_TYPES = (
+    "reference",
+    "base",
+    "instruct",
+    "fine-tuned adapter",
+    "fine-tuned",
+    "prompting method",
+)  # fine-tuned: every weight
 SCHEMA = 2  # 2: evaluations, per-task evaluation names, stored per-item scores, the recipe
 
 

@@ -174,7 +174,8 @@ def checkpoints(train_folder: Path) -> list[tuple[int, Path]]:
     """A run folder's complete checkpoints (calbench marks them), by step."""
     found = []
     for p in Path(train_folder).glob("checkpoint-*"):
-        if (p / "calbench_checkpoint.json").is_file() and (p / "adapter_model.safetensors").is_file():
+        weights = ("adapter_model.safetensors", "model.safetensors")  # LoRA, or a full fine-tune
+        if (p / "calbench_checkpoint.json").is_file() and any((p / w).is_file() for w in weights):
             found.append((int(p.name.removeprefix("checkpoint-")), p))
     return sorted(found)
 
@@ -203,17 +204,19 @@ def to_score(
 
 
 def _point(curves: Curves, run: CurveRun, step: int, adapter: Path | None, last: bool = False) -> Recipe:
-    """A point as a row: the protocol's evaluations, or ``final``'s at a finished run's last step."""
+    """A point as a row: the protocol's evaluations, or ``final``'s at a finished run's last step. A
+    full fine-tune's checkpoint is the point's model itself, a LoRA run's an adapter on the base."""
     name = f"step-{step:04d}"
+    full = adapter is not None and run.train.get("finetune") == "full"
     return Recipe(
         curves.path,
         name,
-        "fine-tuned adapter" if adapter else "base",
+        ("fine-tuned" if full else "fine-tuned adapter") if adapter else "base",
         curves.backend,
-        run.model,
+        adapter.as_posix() if full and adapter is not None else run.model,
         curves.model_args,
         curves.chat_template,
-        None if adapter is None else adapter.as_posix(),
+        None if adapter is None or full else adapter.as_posix(),
         None,
         curves.final if last and curves.final else curves.protocol,
         curves.folder(run.name),
@@ -338,6 +341,9 @@ def portable(record: dict[str, Any], workdir: Path) -> dict[str, Any]:
 
     if record["model"].get("adapter"):
         record["model"]["adapter"] = short(record["model"]["adapter"])
+    if isinstance((record.get("recipe") or {}).get("model"), str):  # a full fine-tune's checkpoint is the model
+        record["recipe"]["model"] = short(record["recipe"]["model"])
+        record["recipe_sha256"] = records.recipe_hash(record["recipe"])
     if (record.get("recipe") or {}).get("adapter"):
         record["recipe"]["adapter"]["path"] = short(record["recipe"]["adapter"]["path"])
         record["recipe_sha256"] = records.recipe_hash(record["recipe"])

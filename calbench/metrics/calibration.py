@@ -8,7 +8,7 @@ all m when m < M_REF). Each chunk's quality is
     q = clip((C - pit_w1) / (C - q95), 0, 1),
 
 where ``pit_w1`` is the chunk's PIT distance to uniform (``calbench.metrics.pit``), q95 the 95th
-percentile of what exact draws score at the chunk's size, and C the distance of a sampler
+percentile of what exact draws score at the chunk's size (``pit.exact_q95``: to 0.1%, relative), and C the distance of a sampler
 collapsed on the law's median (1/4 for continuous laws, every u at 1/2; for integer laws the
 median value's non-randomized PIT interval): a chunk within exact sampling's 95% range gets
 full credit, a collapsed one none. The prompt scores
@@ -57,7 +57,7 @@ def collapsed_distance(target: Target) -> float:
 
 def _qualities(w1: np.ndarray, target: Target, size: int) -> np.ndarray:
     """q of chunks of ``size`` valid answers from their ``pit_w1`` values."""
-    full, zero = pit.pit_floor(target, size).q95, collapsed_distance(target)
+    full, zero = pit.exact_q95(target, size), collapsed_distance(target)
     if zero <= full:  # a near-degenerate law: collapse is within exact sampling's range
         return (w1 <= full).astype(float)
     # Rounded at 1e-12: a collapsed chunk's distance equals C up to floating-point noise.
