@@ -26,7 +26,6 @@ Kind = Literal["int", "cont"]
 Split = Literal["train", "unseen", "heldout"]
 Domain = Literal["real", "positive", "prob", "open_prob", "count", "posint"]
 
-SPLITS: tuple[Split, ...] = ("train", "unseen", "heldout")
 SIGNIFICANT_DIGITS = 4
 
 

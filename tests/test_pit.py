@@ -158,7 +158,7 @@ def test_a_fresh_simulation_agrees_with_the_table_to_its_precision(family, param
 
     target = make_target(family, params)
     stored = q95_table.CONTINUOUS[n] if not target.integer else q95_table.INTEGER[(target.key, n)]
-    parts = [pit._exact_pit_w1(target, n, pit.Q95_BATCH, 10_000 + i) for i in range(8)]
+    parts = [pit._exact_pit_w1(target, n, pit.Q95_BATCH, 10_000 + i) for i in range(40)]
     q, error = pit.q95_reps(np.concatenate(parts))
     assert error < 2 * pit.Q95_PRECISION
     assert abs(q - stored) / stored < 2 * pit.Q95_PRECISION + error

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from calbench.space import EVAL_MAX_BINS, HARD_MAX_BINS
+
 Method = Literal["soft", "hard"]
 Parameters = Literal["grid", "fresh"]
 Finetune = Literal["lora", "full"]
@@ -60,7 +62,9 @@ class TrainConfig:
         default=256,
     )
     decimals: int = _flag("decimals of the canonical answers", default=5)
-    max_bins: int | None = _flag("strings per canonical space (default: 1001 soft, 16384 hard)", default=None)
+    max_bins: int | None = _flag(
+        f"strings per canonical space (default: {EVAL_MAX_BINS} soft, {HARD_MAX_BINS} hard)", default=None
+    )
     epochs: int | None = _flag("passes over the training prompts (default: 3 soft, 2 hard)", default=None)
     samples_per_prompt: int | None = _flag("examples per prompt per epoch (default: 1 soft, 16 hard)", default=None)
     max_steps: int = _flag(
@@ -122,7 +126,7 @@ class TrainConfig:
 
         return dataclasses.replace(
             self,
-            max_bins=default(self.max_bins, 1001, 16384),
+            max_bins=default(self.max_bins, EVAL_MAX_BINS, HARD_MAX_BINS),
             epochs=default(self.epochs, 3, 2),
             samples_per_prompt=default(self.samples_per_prompt, 1, 16),
         )
