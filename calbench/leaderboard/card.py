@@ -15,16 +15,21 @@ from tabulate import tabulate
 
 from calbench.leaderboard.checks import RefusedRunError
 from calbench.leaderboard.records import named_records
-from calbench.leaderboard.render import HEADLINE, table
+from calbench.leaderboard.render import HEADLINE, split_score_columns, table
 from calbench.provenance import atomic_write
 
 
 def card_evaluation(records: Sequence[Mapping[str, Any]]) -> str:
-    """An adapter card's evaluation section: its record beside the others given (e.g. its base)."""
-    headers, rows = table(records, HEADLINE)
+    """An adapter card's evaluation section: its record beside the others given (e.g. its base), the
+    headline and where it stands on each prompt set (training prompts, interpolation, unseen,
+    held-out, widened ranges)."""
+    parts = []
+    for columns in (HEADLINE, split_score_columns()):
+        headers, rows = table(records, columns)
+        parts.append(tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True))
     commands = "\n".join(f"- {r['name']}: `{r['command'].strip()}`" for r in records)
     note = "calbench leaderboard run records; value ± 95% interval half-width. Reproduce with:"
-    return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True) + f"\n\n{note}\n\n{commands}"
+    return "\n\n".join(parts) + f"\n\n{note}\n\n{commands}"
 
 
 CARD_EVALUATION = "## Evaluation"

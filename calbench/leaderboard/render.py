@@ -166,7 +166,7 @@ def _on_split(fn: Callable[[Mapping[str, Any], str], Cell], split: str, record: 
     return fn(record, split)
 
 
-def _split_score_columns() -> list[Column]:
+def split_score_columns() -> list[Column]:
     out: list[Column] = [("training prompts", training_prompts)]
     for split, label in SPLIT_LABELS.items():
         out.append(_column(f"{label} score", "calibration_score", functools.partial(_on_split, split_score, split)))
@@ -178,7 +178,7 @@ def _split_score_columns() -> list[Column]:
 
 TABLES = {
     "headline": ("Headline", lambda: list(HEADLINE)),
-    "splits": ("Training prompts, interpolation, unseen, held-out", _split_score_columns),
+    "splits": ("Training prompts, interpolation, unseen, held-out", split_score_columns),
     "unseen": ("Unseen parameters (24 families)", lambda: _split_columns("unseen")),
     "heldout": ("Held-out families (6 families)", lambda: _split_columns("heldout")),
     "tiers": ("Per complexity tier (both splits)", _tier_columns),
@@ -257,8 +257,20 @@ def board_page(existing: str | None, board: str, title: str = "calbench leaderbo
     return splice_readme(existing, board.rstrip("\n"), BOARD_START, BOARD_END)
 
 
+# The top-level README's table: the ranking and a few numbers (every column is in leaderboards/README.md).
+NARROW = (
+    _column("score", "calibration_score", calibration_score),
+    _column("valid_rate", "valid_rate", valid_rate),
+    _column("pit_w1", "pit_w1", mean_pit_w1),
+    _column("unseen score", "calibration_score", functools.partial(_on_split, split_score, "unseen")),
+    _column("training prompts score", "calibration_score", functools.partial(_on_split, split_score, "train")),
+    _column("drift", "drift_kl", drift_metric),
+)
+
+
 def headline_markdown(records: Sequence[Mapping[str, Any]]) -> str:
-    headers, rows = table(ranked(records), HEADLINE, rank=True)
+    """The README's narrow headline: rank, system, type and ``NARROW``'s columns."""
+    headers, rows = table(ranked(records), NARROW, rank=True)
     return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
 
 

@@ -199,7 +199,9 @@ def pit_floor(target: Target, n: int, reps: int = PIT_FLOOR_REPS) -> PitFloor:
     return PitFloor(float(q50), spread, float(np.sqrt(np.pi / 2) * spread / np.sqrt(reps)), float(q95))
 
 
-Q95_PRECISION = 1e-3  # the table's relative Monte-Carlo error (its 95% interval's half-width): calbench.metrics.q95_table
+Q95_PRECISION = (
+    1e-3  # the table's relative Monte-Carlo error (its 95% interval's half-width): calbench.metrics.q95_table
+)
 Q95_PRECISION_ELSE = 5e-3  # the same for an integer law the table lacks, simulated when asked (25x cheaper)
 Q95_BATCH = 20_000  # replicates per batch of exact draws
 Q95_MAX_REPS = 4_000_000
