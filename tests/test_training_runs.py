@@ -355,11 +355,14 @@ run_folder.mark_complete = marked
 
 
 @pytest.mark.integration
-def test_a_resumed_run_logs_what_an_uninterrupted_one_logs(tiny_split, tmp_path):
+@pytest.mark.parametrize("parameters", ["grid", "fresh"])
+def test_a_resumed_run_logs_what_an_uninterrupted_one_logs(tiny_split, tmp_path, parameters):
     # Checkpoints every 2 steps, logs every 3: the resumed run's history must still be the run's.
+    # With fresh parameters too: the losses match only if the resumed run sees the same prompts.
     from calbench.training.trainer import run
 
-    config = tiny_config(tiny_split, tmp_path / "a", logging_steps=3, save_steps=2, max_steps=5)
+    fresh = {"parameters": "fresh", "widen": 2.0} if parameters == "fresh" else {}
+    config = tiny_config(tiny_split, tmp_path / "a", logging_steps=3, save_steps=2, max_steps=5, **fresh)
     expected = json.loads((run(config) / "calbench_train.json").read_text())
     cut = dataclasses.replace(config, output=str(tmp_path / "b"))
     proc = _train_in_subprocess(cut, EXIT_AFTER_CHECKPOINT_2, tmp_path / "sentinel")
