@@ -138,6 +138,10 @@ def test_the_thresholds_are_read_from_the_table_for_every_evaluated_integer_law(
     from calbench.param_ranges import prompt_set
 
     assert sorted(q95_table.CONTINUOUS) == list(range(1, 51))
+    # every continuous entry to a Monte-Carlo standard error under 0.1% (its 95% half-width under
+    # 0.2%); each integer one states the error it reached
+    assert all(q95_table.ERRORS[f"continuous {n}"] < 2e-3 for n in q95_table.CONTINUOUS)
+    assert all(f"{key} {n}" in q95_table.ERRORS for key, n in q95_table.INTEGER)
     targets = [*prompt_set("unseen", "selected"), *prompt_set("heldout", "selected"), *prompt_set("interp")]
     targets += [*prompt_set("train", "selected"), *prompt_set("wide")]
     for t in (t for t in targets if t.integer):
@@ -160,5 +164,6 @@ def test_a_fresh_simulation_agrees_with_the_table_to_its_precision(family, param
     stored = q95_table.CONTINUOUS[n] if not target.integer else q95_table.INTEGER[(target.key, n)]
     parts = [pit._exact_pit_w1(target, n, pit.Q95_BATCH, 10_000 + i) for i in range(40)]
     q, error = pit.q95_reps(np.concatenate(parts))
-    assert error < 2 * pit.Q95_PRECISION
-    assert abs(q - stored) / stored < 2 * pit.Q95_PRECISION + error
+    stated = q95_table.ERRORS[f"continuous {n}" if not target.integer else f"{target.key} {n}"]
+    assert error < 3 * pit.Q95_PRECISION
+    assert abs(q - stored) / stored < stated + error  # the two 95% intervals overlap
