@@ -9,7 +9,7 @@ integer law's PIT is the non-randomized one of its lattice, so it depends on the
 Each value is ``calbench.metrics.pit.simulated_q95``'s: seeded batches of 20,000 replicates until
 the 95% Monte-Carlo interval's half-width is under 0.1% of the value, or 1,000,000 replicates.
 ``ERRORS`` keeps the half-width each entry reached: the continuous entries stopped at 1,000,000
-replicates with 0.11-0.18% (a Monte-Carlo standard error under 0.1%), the integer ones with
+replicates with 0.10-0.18% (a Monte-Carlo standard error under 0.1%), the integer ones with
 0-0.28% (where an integer law's percentile sits between two of the few values its pit_w1 takes,
 more replicates would not shrink it). 4,000 replicates, the threshold's former source, left an
 error of 0.6%. Written by ``python -m calbench.metrics.q95_table`` (about an hour of one core);
