@@ -135,7 +135,7 @@ def test_short_forms_get_calbench_defaults():
         (["--model", "hf", "--model_args", "pretrained=./gone,peft=x", "--tasks", "calbench_numeric_quick"],
          "pretrained=./gone: no such file or folder"),
         (["--model", "hf", "--metadata", "{bad", "--tasks", "calbench_numeric_quick"], "Invalid JSON: {bad"),
-        (["--model", "hf", "--num-samples", "0", "--tasks", "calbench_numeric_quick"], "--num-samples must be a positive"),
+        (["--model", "hf", "--num-samples", "0", "--tasks", "calbench_numeric_quick"], "--num-samples must be a whole number from 1 to 100000, got 0"),
         (["--model", "hf"], "name the tasks to run with --tasks"),
     ],
 )  # fmt: skip

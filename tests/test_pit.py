@@ -167,3 +167,24 @@ def test_a_fresh_simulation_agrees_with_the_table_to_its_precision(family, param
     stated = q95_table.ERRORS[f"continuous {n}" if not target.integer else f"{target.key} {n}"]
     assert error < 3 * pit.Q95_PRECISION
     assert abs(q - stored) / stored < stated + error  # the two 95% intervals overlap
+
+
+def test_the_table_writer_writes_what_the_table_reads(tmp_path, monkeypatch):
+    """``python -m calbench.metrics.q95_build`` rewrites the three dicts and keeps the docstring: the
+    rewritten module holds exactly the entries it was given."""
+    import importlib.util
+    import shutil
+
+    from calbench.metrics import q95_build, q95_table
+
+    table = tmp_path / "q95_table.py"
+    shutil.copy(q95_build.TABLE, table)
+    given = ({1: 0.5, 2: 0.25}, {("poisson(lambda=4)", 50): 0.01}, {"continuous 1": 1e-3, "continuous 2": 2e-3})
+    monkeypatch.setattr(q95_build, "TABLE", table)
+    monkeypatch.setattr(q95_build, "entries", lambda: given)
+    q95_build.write()
+    spec = importlib.util.spec_from_file_location("written", table)
+    written = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(written)
+    assert (written.CONTINUOUS, written.INTEGER, written.ERRORS) == given
+    assert written.__doc__ == q95_table.__doc__

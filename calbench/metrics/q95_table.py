@@ -12,7 +12,7 @@ the 95% Monte-Carlo interval's half-width is under 0.1% of the value, or 1,000,0
 replicates with 0.10-0.18% (a Monte-Carlo standard error under 0.1%), the integer ones with
 0-0.28% (where an integer law's percentile sits between two of the few values its pit_w1 takes,
 more replicates would not shrink it). 4,000 replicates, the threshold's former source, left an
-error of 0.6%. Written by ``python -m calbench.metrics.q95_table`` (about an hour of one core);
+error of 0.6%. Written by ``python -m calbench.metrics.q95_build`` (about an hour of one core);
 ``tests/test_pit.py`` checks the errors and recomputes a few entries with other seeds.
 """
 
@@ -232,44 +232,3 @@ ERRORS: dict[str, float] = {  # the relative Monte-Carlo error reached (95% inte
     "beta_binomial(n=9,alpha=1.672,beta=0.4685) 50": 0.00175,
     "beta_binomial(n=46,alpha=0.4184,beta=11.26) 50": 0.00177,
 }
-
-
-def entries() -> tuple[dict[int, float], dict[tuple[str, int], float], dict[str, float]]:
-    """Every entry and its error, freshly simulated (slow)."""
-    from calbench.families import make_target
-    from calbench.metrics.calibration import M_REF
-    from calbench.metrics.pit import simulated_q95
-    from calbench.param_ranges import prompt_set
-
-    errors: dict[str, float] = {}
-    gaussian = make_target("gaussian", {"mu": 0, "sigma": 1})
-    continuous = {}
-    for n in range(1, M_REF + 1):
-        continuous[n], errors[f"continuous {n}"], _ = simulated_q95(gaussian, n)
-    targets = [
-        *prompt_set("unseen", "selected"),
-        *prompt_set("heldout", "selected"),
-        *prompt_set("train", "selected"),
-        *prompt_set("interp"),
-        *prompt_set("wide"),
-    ]
-    integer = {}
-    for t in dict.fromkeys(t for t in targets if t.integer):
-        integer[(t.key, M_REF)], errors[f"{t.key} {M_REF}"], _ = simulated_q95(t, M_REF)
-        print(f"{t.key}: {integer[(t.key, M_REF)]:.6g} ± {errors[f'{t.key} {M_REF}']:.2%}", flush=True)
-    return continuous, integer, errors
-
-
-if __name__ == "__main__":
-    from pathlib import Path
-
-    continuous, integer, errors = entries()
-    text = Path(__file__).read_text()
-    head = text.split("CONTINUOUS: dict[int, float] = ", 1)[0]
-    tail = text.split("\n\n\ndef entries()", 1)[1]
-    body = "CONTINUOUS: dict[int, float] = {\n" + "".join(f"    {n}: {q!r},\n" for n, q in continuous.items()) + "}\n"
-    body += "INTEGER: dict[tuple[str, int], float] = {\n"
-    body += "".join(f"    ({k!r}, {n}): {q!r},\n" for (k, n), q in integer.items()) + "}\n"
-    body += "ERRORS: dict[str, float] = {  # the relative Monte-Carlo error reached (95% interval half-width)\n"
-    body += "".join(f"    {k!r}: {e:.3g},\n" for k, e in errors.items()) + "}\n"
-    Path(__file__).write_text(head + body + "\n\ndef entries()" + tail)
