@@ -186,5 +186,5 @@ def test_the_table_writer_writes_what_the_table_reads(tmp_path, monkeypatch):
     spec = importlib.util.spec_from_file_location("written", table)
     written = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(written)
-    assert (written.CONTINUOUS, written.INTEGER, written.ERRORS) == given
+    assert given == (written.CONTINUOUS, written.INTEGER, written.ERRORS)
     assert written.__doc__ == q95_table.__doc__
