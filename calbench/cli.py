@@ -62,14 +62,14 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace, passthrough: Sequence[str]) -> int:
-    from calbench import runner, tables
+    from calbench import eval_report, evaluation
 
     try:
-        latest = runner.eval_cli(passthrough, num_samples=args.num_samples)
-    except (runner.EvalArgumentError, runner.EvalRunError) as err:
+        latest = evaluation.eval_cli(passthrough, num_samples=args.num_samples)
+    except (evaluation.EvalArgumentError, evaluation.EvalRunError) as err:
         return _fail("eval", err)
     if latest is not None:
-        print(tables.summaries(latest))
+        print(eval_report.summaries(latest))
     return 0
 
 
@@ -124,14 +124,14 @@ def _delta_run(value: str, results_dir: Path) -> Any:
     """A retention-delta side: an lm-eval results file (with its samples logs), or a run record
     (a record file, or a record's name in the store)."""
     from calbench import retention_delta
-    from calbench.leaderboard import records
+    from calbench.leaderboard import store
 
     path = Path(value)
-    if path.is_file() and records.is_record_file(path):
-        return retention_delta.run_of_record(records.load_record(path))
+    if path.is_file() and store.is_record_file(path):
+        return retention_delta.run_of_record(store.load_record(path))
     if path.is_file():
         return retention_delta.run_of_results(path)
-    return retention_delta.run_of_record(records.named_records(results_dir, [value])[0])
+    return retention_delta.run_of_record(store.named_records(results_dir, [value])[0])
 
 
 def cmd_retention_delta(args: argparse.Namespace) -> int:
@@ -149,9 +149,9 @@ LEADERBOARD_ERRORS = (ValueError, OSError, KeyError)  # RefusedRunError and Reci
 
 
 def cmd_leaderboard_add(args: argparse.Namespace) -> int:
-    from calbench.leaderboard import records
+    from calbench.leaderboard import store
 
-    path = records.add_record(
+    path = store.add_record(
         args.name, args.type, args.results, args.command, args.results_dir, args.drift, args.adapter, args.replace
     )
     print(f"written: {path}")
@@ -166,9 +166,9 @@ def cmd_leaderboard_card(args: argparse.Namespace) -> int:
 
 
 def cmd_leaderboard_tradeoff(args: argparse.Namespace) -> int:
-    from calbench.leaderboard import records, tradeoff
+    from calbench.leaderboard import store, tradeoff
 
-    base, *adapters = records.named_records(args.results_dir, [args.base, *args.adapters])
+    base, *adapters = store.named_records(args.results_dir, [args.base, *args.adapters])
     command = shlex.join(
         ["calbench", "leaderboard", "tradeoff", args.base, *args.adapters, "--output", str(args.output)]
     )
@@ -178,17 +178,17 @@ def cmd_leaderboard_tradeoff(args: argparse.Namespace) -> int:
 
 
 def cmd_leaderboard_compare(args: argparse.Namespace) -> int:
-    from calbench.leaderboard import records
+    from calbench.leaderboard import store
 
-    a, b = (records.load_record(Path(p)) for p in (args.first, args.second))
-    differ = records.differences(a, b)
+    a, b = (store.load_record(Path(p)) for p in (args.first, args.second))
+    differ = store.differences(a, b)
     for line in differ:
         print(f"differs: {line}")
     if not differ:
         stored = sum(len(e.get("samples", [])) + len(e.get("items", [])) for e in a["tasks"].values())
         print(f"identical numbers: {len(a['tasks'])} tasks, every metric and {stored} stored prompts and items")
         return 0
-    apart = records.agreement(a, b)
+    apart = store.agreement(a, b)
     for kind in ("z", "relative"):
         found = [(name, x) for name, k, x in apart if k == kind]
         if found:
@@ -247,7 +247,7 @@ def _from_the_root(args: argparse.Namespace) -> None:
 
 
 def cmd_leaderboard_run(args: argparse.Namespace) -> int:
-    from calbench.leaderboard import recipes, run
+    from calbench.leaderboard import recipes, rows
     from calbench.leaderboard.checks import RefusedRunError
 
     only = [e.strip() for e in args.only.split(",") if e.strip()] if args.only is not None else None
@@ -273,7 +273,7 @@ def cmd_leaderboard_run(args: argparse.Namespace) -> int:
                 spec = curves.with_results_dir(spec, args.results_dir / "curves")
             for written in curves.run_curves(spec, args.workdir, only, train=not args.no_train):  # --only: runs
                 print(f"written: {written}")
-    for path in run.run_rows(chosen, args.workdir, args.results_dir, only, args.rerun, replace=args.replace):
+    for path in rows.run_rows(chosen, args.workdir, args.results_dir, only, args.rerun, replace=args.replace):
         print(f"written: {path}")
     if args.results_dir is not None:
         print("not rendered: --results-dir is not the leaderboard's store", file=sys.stderr)

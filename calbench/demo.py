@@ -21,14 +21,13 @@ from typing import Any
 
 from tabulate import tabulate
 
-from calbench import model_catalogue, runner, tables
-from calbench.metrics import calibration as n_free
-from calbench.metrics import prompt_records
-from calbench.metrics.table import arrow
+from calbench import eval_report, evaluation, model_catalogue
+from calbench.metrics import calibration, prompt_scores
+from calbench.metrics.catalog import arrow
 from calbench.stats import fmt
 
 TASK = "calbench_numeric_quick"
-SAMPLES = n_free.M_REF  # samples per prompt: the score's reference size
+SAMPLES = calibration.M_REF  # samples per prompt: the score's reference size
 KS_N = SAMPLES  # KS on the first 50 valid answers of each prompt
 ADAPTERS = Path(__file__).resolve().parents[1] / "leaderboards" / "adapters"
 ADAPTER_ROWS = {
@@ -71,13 +70,13 @@ class Outcome:
 
     name: str
     task_results: Mapping[str, Any]
-    rows: Mapping[str, Sequence[prompt_records.Prompt]]
+    rows: Mapping[str, Sequence[calibration.Prompt]]
     examples: Sequence[str]
 
 
 def evaluate(system: System, output: Path, num_samples: int, batch_size: int) -> Outcome:
     print(f"\n== {system.name}: {TASK}, {num_samples} samples per prompt", file=sys.stderr, flush=True)
-    results = runner.evaluate(
+    results = evaluation.evaluate(
         system.model,
         [TASK],
         model_args=system.model_args,
@@ -89,7 +88,7 @@ def evaluate(system: System, output: Path, num_samples: int, batch_size: int) ->
     )
     samples = results["samples"][TASK]
     example = next((s for s in samples if s["doc"]["target"] == EXAMPLE_TARGET), samples[0])
-    rows = prompt_records.prompt_rows(prompt_records.prompt_values(samples, TASK))
+    rows = prompt_scores.prompt_rows(prompt_scores.prompt_values(samples, TASK))
     return Outcome(system.name, results["results"][TASK], rows, example["resps"][0][:2])
 
 
@@ -105,8 +104,8 @@ def headline(outcomes: Sequence[Outcome], ks_n: int = KS_N) -> str:
     ]
     table = []
     for o in outcomes:
-        q = prompt_records.sample_quality(o.rows, ks_n)
-        median = tables.overall_metric(o.task_results, "excess_w1_iqr_median")
+        q = prompt_scores.sample_quality(o.rows, ks_n)
+        median = eval_report.overall_metric(o.task_results, "excess_w1_iqr_median")
         cells = [q["valid_rate"], q["pit_w1"], median, q["ks_at_n"], q["calibration_score"]]
         table.append([o.name, *(fmt(c) for c in cells)])
     return tabulate(table, headers=headers, tablefmt="github", disable_numparse=True)
@@ -125,7 +124,7 @@ def examples(outcomes: Sequence[Outcome]) -> str:
 
 def reading(outcomes: Sequence[Outcome]) -> str:
     """One line saying what the table shows, from its own numbers."""
-    valid = {o.name: prompt_records.pooled_valid_rate(o.rows).value for o in outcomes}
+    valid = {o.name: prompt_scores.pooled_valid_rate(o.rows).value for o in outcomes}
     models = [o.name for o in outcomes if not o.name.startswith(("oracle", "collapsed"))]
     refs = {o.name.split()[0]: o for o in outcomes if o.name.startswith(("oracle", "collapsed"))}
     parts = ", ".join(f"{n} {100 * valid[n]:.0f}%" for n in models)
@@ -134,10 +133,10 @@ def reading(outcomes: Sequence[Outcome]) -> str:
         exact, flat = (refs[k] for k in ("oracle", "collapsed"))
         line += (
             "; pit_w1 and the score say how far those numbers are from exact sampling "
-            f"(exact: pit_w1 {prompt_records.family_mean_pit_w1(exact.rows).value:.2f}, "
-            f"score {n_free.calibration_score(exact.rows).value:.0f}; "
-            f"collapsed: pit_w1 {prompt_records.family_mean_pit_w1(flat.rows).value:.2f}, "
-            f"score {n_free.calibration_score(flat.rows).value:.0f})."
+            f"(exact: pit_w1 {prompt_scores.family_mean_pit_w1(exact.rows).value:.2f}, "
+            f"score {calibration.calibration_score(exact.rows).value:.0f}; "
+            f"collapsed: pit_w1 {prompt_scores.family_mean_pit_w1(flat.rows).value:.2f}, "
+            f"score {calibration.calibration_score(flat.rows).value:.0f})."
         )
     return line
 
@@ -173,8 +172,8 @@ def run(
         reading(outcomes),
         plotted,
     ]
-    if num_samples < n_free.M_REF:
-        parts.append(f"(fewer than {n_free.M_REF} samples per prompt: the score is not the leaderboard's)")
+    if num_samples < calibration.M_REF:
+        parts.append(f"(fewer than {calibration.M_REF} samples per prompt: the score is not the leaderboard's)")
     if families:
-        parts += ["", tables.numeric_table([(o.name, o.task_results) for o in outcomes])]
+        parts += ["", eval_report.numeric_table([(o.name, o.task_results) for o in outcomes])]
     return "\n".join(parts)

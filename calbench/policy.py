@@ -13,7 +13,7 @@
   reference systems have no tokenizer, so their answers end where their text ends;
   ``calbench-hf`` serves the first-token-support request kind.
 
-Metric directions and ranges are ``calbench.metrics.table``'s.
+Metric directions and ranges are ``calbench.metrics.catalog``'s.
 """
 
 from __future__ import annotations

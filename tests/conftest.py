@@ -37,7 +37,7 @@ def calbench_tasks():
     come from the local fixture."""
     from pathlib import Path
 
-    from calbench import runner
+    from calbench import evaluation
 
     prompts = Path(__file__).parent / "fixtures" / "noveltybench_prompts.jsonl"
     metadata = {"calbench_terminator": "<e>", "calbench_data_files": str(prompts)}
@@ -46,4 +46,4 @@ def calbench_tasks():
         "calbench_numeric_unseen_exact",
         "calbench_numeric_heldout_exact",
     ]  # the exact ones are untagged
-    return runner.task_manager(metadata, include_defaults=False).load(names)["tasks"]
+    return evaluation.task_manager(metadata, include_defaults=False).load(names)["tasks"]

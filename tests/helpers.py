@@ -47,12 +47,12 @@ def load_model(path: str | Path) -> Any:
 
 
 def evaluate_local(backend: str, tasks: Sequence[str], path: str | Path | None = None, **kwargs: Any) -> Any:
-    """An lm-eval run through ``calbench.runner`` on the CPU, of a local model folder (if any) in float32."""
-    from calbench import runner
+    """An lm-eval run through ``calbench.evaluation`` on the CPU, of a local model folder (if any) in float32."""
+    from calbench import evaluation
 
     kwargs.setdefault("output_path", None)
     model_args = f"pretrained={path},dtype=float32" if path else kwargs.pop("model_args", "")
-    return runner.evaluate(backend, list(tasks), model_args=model_args, device="cpu", **kwargs)
+    return evaluation.evaluate(backend, list(tasks), model_args=model_args, device="cpu", **kwargs)
 
 
 # ---- tokenization -----------------------------------------------------------------------

@@ -131,7 +131,14 @@ LAYERS = [
             m
             in {
                 f"calbench.{n}"
-                for n in ("lm_eval_io", "provenance", "tables", "model_catalogue", "retention_delta", "vllm_support")
+                for n in (
+                    "lm_eval_io",
+                    "provenance",
+                    "eval_report",
+                    "model_catalogue",
+                    "retention_delta",
+                    "vllm_support",
+                )
             }
         ),
     ),
@@ -139,7 +146,7 @@ LAYERS = [
         "lm-eval side",
         lambda m: m.startswith(("calbench.harness", "calbench.backends")) or m in ("calbench.drift", "calbench.tiny"),
     ),
-    ("runner", lambda m: m == "calbench.runner"),
+    ("evaluation", lambda m: m == "calbench.evaluation"),
     ("leaderboard", lambda m: m.startswith("calbench.leaderboard")),
     ("front", lambda m: m in ("calbench.demo", "calbench.cli", "calbench.__main__")),
     ("training add-on", lambda m: m.startswith("calbench.training")),

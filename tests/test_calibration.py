@@ -10,7 +10,7 @@ import pytest
 
 from calbench.backends.references import mode
 from calbench.families import make_target
-from calbench.metrics.calibration import M_REF, calibration_score, chunk_quality, prompt_score
+from calbench.metrics.calibration import M_REF, Prompt, calibration_score, chunk_quality, prompt_score
 
 LAWS = [
     make_target("gaussian", {"mu": 3.5, "sigma": 3}),
@@ -45,7 +45,10 @@ def _answers(system: str, target, n: int, rng) -> tuple[list[float], int]:
 
 def _score(system: str, n: int, seed: int):
     rng = np.random.default_rng(seed)
-    prompts = {t.family.name: [(*_answers(system, t, n, rng), t)] for t in LAWS}
+    prompts = {}
+    for t in LAWS:
+        values, responses = _answers(system, t, n, rng)
+        prompts[t.family.name] = [Prompt(np.asarray(values), responses, t)]
     return calibration_score(prompts)
 
 
@@ -67,7 +70,7 @@ def test_the_same_system_scores_the_same_at_any_n(system):
 def test_prompts_without_valid_answers_score_zero():
     target = LAWS[0]
     assert prompt_score([], 200, target).value == 0.0
-    assert calibration_score({"gaussian": [([], 200, target)]}).value == 0.0
+    assert calibration_score({"gaussian": [Prompt(np.array([]), 200, target)]}).value == 0.0
 
 
 def test_chunk_quality_bounds():

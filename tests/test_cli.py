@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import calbench
-from calbench import model_catalogue, runner, vllm_support
+from calbench import evaluation, model_catalogue, vllm_support
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,15 +30,15 @@ def test_tasks_path_commands():
 
 
 def test_lm_eval_args_adds_calbench_defaults():
-    ns = runner.lm_eval_args(["--model", "hf", "--model_args", "pretrained=x", "--tasks", "t"], num_samples=7)
+    ns = evaluation.lm_eval_args(["--model", "hf", "--model_args", "pretrained=x", "--tasks", "t"], num_samples=7)
     assert ns.include_path == str(calbench.tasks_path())
     assert ns.model_args == {"pretrained": "x", "enable_thinking": False}
     assert ns.metadata == {"num_samples": 7}
-    assert ns.log_samples is True and ns.output_path == str(runner.DEFAULT_OUTPUT)
+    assert ns.log_samples is True and ns.output_path == str(evaluation.DEFAULT_OUTPUT)
 
 
 def test_lm_eval_args_respects_user_choices():
-    ns = runner.lm_eval_args(
+    ns = evaluation.lm_eval_args(
         [
             "--model",
             "vllm",
@@ -61,24 +61,26 @@ def test_lm_eval_args_respects_user_choices():
 
 
 def test_lm_eval_args_batches_vllm_requests_unless_told():
-    ns = runner.lm_eval_args(["--model", "vllm", "--model_args", "pretrained=x", "--tasks", "t"])
+    ns = evaluation.lm_eval_args(["--model", "vllm", "--model_args", "pretrained=x", "--tasks", "t"])
     assert ns.batch_size == "auto"
-    ns = runner.lm_eval_args(["--model", "vllm", "--model_args", "pretrained=x", "--tasks", "t", "-b", "4"])
+    ns = evaluation.lm_eval_args(["--model", "vllm", "--model_args", "pretrained=x", "--tasks", "t", "-b", "4"])
     assert ns.batch_size == "4"
-    assert getattr(runner.lm_eval_args(["--model", "hf", "--tasks", "t"]), "batch_size", None) is None
+    assert getattr(evaluation.lm_eval_args(["--model", "hf", "--tasks", "t"]), "batch_size", None) is None
 
 
 def test_lm_eval_args_keeps_one_request_at_a_time_for_a_lora_on_vllms_cpu_build(monkeypatch):
     monkeypatch.setenv("VLLM_TARGET_DEVICE", "cpu")
     args = ["--model", "vllm", "--model_args", "pretrained=x,lora_local_path=a", "--tasks", "t"]
-    assert getattr(runner.lm_eval_args(args), "batch_size", None) is None
+    assert getattr(evaluation.lm_eval_args(args), "batch_size", None) is None
     monkeypatch.delenv("VLLM_TARGET_DEVICE")
     if not vllm_support.is_cpu_build():  # a GPU build: batched
-        assert runner.lm_eval_args(args).batch_size == "auto"
+        assert evaluation.lm_eval_args(args).batch_size == "auto"
     # Reference models take no thinking flag; a user's own flag is never overridden.
-    oracle = runner.lm_eval_args(["--model", "calbench-oracle", "--model_args", "seed=1", "--tasks", "t"])
+    oracle = evaluation.lm_eval_args(["--model", "calbench-oracle", "--model_args", "seed=1", "--tasks", "t"])
     assert oracle.model_args == {"seed": 1} and oracle.metadata == {"calbench_terminator": ""}
-    own = runner.lm_eval_args(["--model", "hf", "--model_args", "pretrained=x,enable_thinking=True", "--tasks", "t"])
+    own = evaluation.lm_eval_args(
+        ["--model", "hf", "--model_args", "pretrained=x,enable_thinking=True", "--tasks", "t"]
+    )
     assert own.model_args == {"pretrained": "x", "enable_thinking": True}
 
 
@@ -93,7 +95,7 @@ def test_lm_eval_args_keeps_one_request_at_a_time_for_a_lora_on_vllms_cpu_build(
     ],
 )
 def test_every_lm_eval_form_means_the_same(argv):
-    ns = runner.lm_eval_args(argv)
+    ns = evaluation.lm_eval_args(argv)
     assert ns.output_path == "mine" and ns.tasks == ["t"]
     assert ns.model == "hf" and ns.model_args == {"pretrained": "x", "enable_thinking": False}
 
@@ -103,23 +105,23 @@ def test_a_config_file_counts_as_given(tmp_path):
     config.write_text(
         "model: calbench-oracle\ntasks: calbench_numeric_quick,calbench_numeric_heldout\noutput_path: mine\n"
     )
-    ns = runner.lm_eval_args(["--config", str(config)])
+    ns = evaluation.lm_eval_args(["--config", str(config)])
     assert ns.model == "calbench-oracle" and ns.tasks == ["calbench_numeric_quick", "calbench_numeric_heldout"]
     assert ns.output_path == "mine" and ns.metadata == {"calbench_terminator": ""}  # the YAML's model's defaults
-    runner.check_eval_args(ns)  # its tasks count: no "name the tasks"
-    overridden = runner.lm_eval_args(["--config", str(config), "-o", "cli"])
+    evaluation.check_eval_args(ns)  # its tasks count: no "name the tasks"
+    overridden = evaluation.lm_eval_args(["--config", str(config), "-o", "cli"])
     assert overridden.output_path == "cli"  # the command line wins, as in lm-eval
-    with pytest.raises(runner.EvalArgumentError, match=r"--config .*missing\.yaml"):
-        runner.lm_eval_args(["--config", str(tmp_path / "missing.yaml")])
+    with pytest.raises(evaluation.EvalArgumentError, match=r"--config .*missing\.yaml"):
+        evaluation.lm_eval_args(["--config", str(tmp_path / "missing.yaml")])
 
 
 def test_short_forms_get_calbench_defaults():
-    oracle = runner.lm_eval_args(["-M", "calbench-oracle", "-t", "t"])
+    oracle = evaluation.lm_eval_args(["-M", "calbench-oracle", "-t", "t"])
     assert oracle.metadata == {"calbench_terminator": ""}  # the likelihood tasks need it
-    several = runner.lm_eval_args(["-M", "calbench-hf", "-a", "pretrained=x", "dtype=float32", "-t", "t"])
+    several = evaluation.lm_eval_args(["-M", "calbench-hf", "-a", "pretrained=x", "dtype=float32", "-t", "t"])
     assert several.model_args == {"pretrained": "x", "dtype": "float32", "enable_thinking": False}
     assert several.metadata == {"calbench_first_token_support": True}
-    kv = runner.lm_eval_args(["-M", "hf", "-t", "t", "--metadata", "calbench_data_files=p.jsonl", "seed=2"])
+    kv = evaluation.lm_eval_args(["-M", "hf", "-t", "t", "--metadata", "calbench_data_files=p.jsonl", "seed=2"])
     assert kv.metadata == {"calbench_data_files": "p.jsonl", "seed": 2}
 
 
@@ -232,17 +234,17 @@ def test_short_forms_end_to_end(tmp_path):
 def test_calbench_eval_scores_the_answers_against_their_laws(tmp_path):
     # The quality table reads the run's samples log: exact draws score near 100 with a tenth of
     # their answers in the law's outer 10% and medians that follow the laws'; one answer per law
-    # (its median) scores 0. The same numbers as the leaderboard's (prompt_records, outer).
-    from calbench import runner, tables
+    # (its median) scores 0. The same numbers as the leaderboard's (prompt_scores, outer).
+    from calbench import eval_report, evaluation
     from calbench.lm_eval_io import latest_results
 
     lines = {}
     for model in ("calbench-oracle", "calbench-collapsed"):
         folder = tmp_path / model
-        runner.evaluate(model, ["calbench_numeric_train"], num_samples=60, output_path=folder)
+        evaluation.evaluate(model, ["calbench_numeric_train"], num_samples=60, output_path=folder)
         results = latest_results(folder)
         assert results is not None
-        table = tables.summaries(results)
+        table = eval_report.summaries(results)
         assert "the answers against their laws" in table
         lines[model] = {
             line.split("|")[1].strip(): [cell.strip().split(" ± ")[0] for cell in line.split("|")[2:-1]]
@@ -259,12 +261,12 @@ def test_calbench_eval_scores_the_answers_against_their_laws(tmp_path):
     # sampler printed 88.9 at N=1 and 3.33 at N=10; issue 36, case 8)
     for n in (1, 10):
         folder = tmp_path / f"collapsed-{n}"
-        runner.evaluate("calbench-collapsed", ["calbench_numeric_quick"], num_samples=n, output_path=folder)
+        evaluation.evaluate("calbench-collapsed", ["calbench_numeric_quick"], num_samples=n, output_path=folder)
         results = latest_results(folder)
         assert results is not None
         row = next(
-            line for line in tables.summaries(results).splitlines() if line.startswith("| calbench_numeric_quick")
+            line for line in eval_report.summaries(results).splitlines() if line.startswith("| calbench_numeric_quick")
         )
         assert f"n/a ({n} < 50 samples per prompt)" in row.split("|")[2], row
     # a run without a samples log has no quality table, and says nothing false
-    assert tables.quality_table(tmp_path / "nowhere" / "results_x.json", ["calbench_numeric_quick"]) == ""
+    assert eval_report.quality_table(tmp_path / "nowhere" / "results_x.json", ["calbench_numeric_quick"]) == ""

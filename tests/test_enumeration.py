@@ -363,11 +363,11 @@ EXACT = ["calbench_numeric_unseen_exact", "calbench_numeric_heldout_exact"]
 
 @pytest.mark.parametrize("task", EXACT)
 def test_references_answer_the_exact_tasks(task):
-    from calbench import runner
+    from calbench import evaluation
 
-    oracle_run = runner.evaluate("calbench-oracle", [task], output_path=None)
+    oracle_run = evaluation.evaluate("calbench-oracle", [task], output_path=None)
     oracle = oracle_run["results"][task]
-    collapsed = runner.evaluate("calbench-collapsed", [task], output_path=None)["results"][task]
+    collapsed = evaluation.evaluate("calbench-collapsed", [task], output_path=None)["results"][task]
     # each prompt's enum_w1 is the exact W1 of the law's canonical space (16,384 points) to the law
     from calbench.space import DEFAULT_DECIMALS, HARD_MAX_BINS
 
@@ -386,7 +386,7 @@ def test_references_answer_the_exact_tasks(task):
 def test_exact_task_on_calbench_hf_matches_a_direct_enumeration(tiny_split):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from calbench import harness, runner
+    from calbench import evaluation, harness
     from calbench.metrics.enumeration import score_enumeration
     from tests.helpers import evaluate_local
 
@@ -397,7 +397,7 @@ def test_exact_task_on_calbench_hf_matches_a_direct_enumeration(tiny_split):
     assert len(samples) == 2
     tokenizer = AutoTokenizer.from_pretrained(tiny_split)
     model = AutoModelForCausalLM.from_pretrained(tiny_split, dtype=torch.float32).eval()
-    loaded = runner.task_manager(metadata, include_defaults=False).load([task])["tasks"][task]
+    loaded = evaluation.task_manager(metadata, include_defaults=False).load([task])["tasks"][task]
     for sample in samples:
         doc = sample["doc"]
         record = sample["valid_mass"]
@@ -424,7 +424,7 @@ def test_exact_task_on_calbench_hf_matches_a_direct_enumeration(tiny_split):
 
 
 def test_backends_without_enumeration_refuse_clearly(tiny_split):
-    from calbench.runner import EvalArgumentError, check_eval_args, lm_eval_args
+    from calbench.evaluation import EvalArgumentError, check_eval_args, lm_eval_args
 
     ns = lm_eval_args(["--model", "hf", "--tasks", "calbench_numeric_unseen_exact"])
     with pytest.raises(EvalArgumentError, match="--model calbench-hf"):

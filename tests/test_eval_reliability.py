@@ -154,7 +154,7 @@ def test_one_absurd_answer_never_loses_the_run(tmp_path):
     its results; the moment metrics are finite or NaN, the others as for any answers."""
     from lm_eval.api.registry import MODEL_REGISTRY, register_model
 
-    from calbench import runner
+    from calbench import evaluation
     from calbench.backends.references import ReferenceLM
     from calbench.lm_eval_io import latest_results
 
@@ -168,7 +168,7 @@ def test_one_absurd_answer_never_loses_the_run(tmp_path):
 
     if Absurd.name not in MODEL_REGISTRY:
         register_model(Absurd.name)(Absurd)
-    runner.evaluate(Absurd.name, ["calbench_numeric_quick"], num_samples=9, output_path=tmp_path)
+    evaluation.evaluate(Absurd.name, ["calbench_numeric_quick"], num_samples=9, output_path=tmp_path)
     results = latest_results(tmp_path)
     assert results is not None
     overall = json.loads(results.read_text())["results"]["calbench_numeric_quick"]

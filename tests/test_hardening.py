@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from calbench import cli, drift, lm_eval_io
 from calbench.families import FAMILIES, InvalidParametersError, Target, make_target
 from calbench.metrics import noveltybench
-from calbench.metrics.prompt_records import score_prompt
+from calbench.metrics.prompt_scores import score_prompt
 from calbench.parse import INTEGER_TOLERANCE, classify, parse_number, strip_think
 
 # The definition strip_think keeps (its former implementation, quadratic on unclosed tags).

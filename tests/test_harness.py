@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import calbench
-from calbench import runner
+from calbench import evaluation
 from calbench.families import FAMILIES
 from calbench.protocols import PROTOCOLS
 from tests.helpers import evaluate_local, integration_except, load_task_yaml, valid_rates
@@ -104,7 +104,7 @@ def _walk(obj):
 def test_lm_eval_indexes_every_task():
     # lm-eval skips a YAML it cannot parse with only a DEBUG log: check each one is there,
     # alongside lm-eval's own tasks (the index a plain `lm_eval --include_path` builds).
-    tm = runner.task_manager(include_defaults=True)
+    tm = evaluation.task_manager(include_defaults=True)
     assert set(TASKS) <= set(tm.all_tasks)
     assert "tinyMMLU" in tm.all_tasks
     assert set(tm.match_tasks(["calbench"])) >= {"calbench"}
@@ -112,7 +112,7 @@ def test_lm_eval_indexes_every_task():
 
 def test_every_task_loads():
     # The likelihood tasks read the model's terminator from --model_args or --metadata.
-    loaded = runner.task_manager({"calbench_terminator": "<e>"}, include_defaults=False).load(NUMERIC_TASKS)
+    loaded = evaluation.task_manager({"calbench_terminator": "<e>"}, include_defaults=False).load(NUMERIC_TASKS)
     tasks = loaded["tasks"]  # name -> Task
     expected_docs = {
         "calbench_numeric_unseen": 24,
@@ -203,7 +203,7 @@ def test_every_task_conditions_on_the_prompt_training_renders(model, request):
 
 @pytest.mark.parametrize("task", SAMPLING_RUNS)
 def test_task_runs_on_oracle(task):
-    results = runner.evaluate("calbench-oracle", [task], num_samples=5, output_path=None)
+    results = evaluation.evaluate("calbench-oracle", [task], num_samples=5, output_path=None)
     r = results["results"][task]
     assert r["valid_rate,samples"] == 1.0
     assert r["support_violation_rate,samples"] == 0.0
@@ -213,7 +213,7 @@ def test_task_runs_on_oracle(task):
 def reference_runs():
     runs = {}
     for model in ("calbench-oracle", "calbench-collapsed"):
-        res = runner.evaluate(model, ["calbench_numeric_quick"], num_samples=200, output_path=None)
+        res = evaluation.evaluate(model, ["calbench_numeric_quick"], num_samples=200, output_path=None)
         runs[model] = res["results"]["calbench_numeric_quick"]
     return runs
 
@@ -250,7 +250,7 @@ def test_collapsed_sampler_is_far_worse(reference_runs):
 
 
 def test_num_samples_metadata_validated():
-    from calbench.runner import task_manager
+    from calbench.evaluation import task_manager
 
     with pytest.raises(ValueError, match="num_samples"):
         task_manager({"num_samples": 0}, include_defaults=False).load(["calbench_numeric_quick"])

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from calbench import cli
-from calbench.leaderboard import curves, records
+from calbench.leaderboard import curves, store
 from calbench.leaderboard.recipes import RecipeError
 from calbench.train_record import logged_loss
 
@@ -94,17 +94,17 @@ def test_bad_curve_recipes_are_refused(tmp_path, text, message):
 @pytest.mark.integration
 def test_every_checkpoint_is_scored_and_the_curve_rendered(tiny_split, tmp_path, capsys):
     path = _recipe(tmp_path / "rows", str(tiny_split))
-    store, work = tmp_path / "store", tmp_path / "work"
-    argv = ["leaderboard", "run", str(path), "--results-dir", str(store), "--workdir", str(work), "--no-render"]
+    store_dir, work = tmp_path / "store", tmp_path / "work"
+    argv = ["leaderboard", "run", str(path), "--results-dir", str(store_dir), "--workdir", str(work), "--no-render"]
     assert cli.main([*argv, "--no-train"]) == 0  # nothing trained yet: nothing to score
     assert "tiny-hard: no complete checkpoint" in capsys.readouterr().err
-    assert not (store / "curves" / "tiny-hard").exists()
+    assert not (store_dir / "curves" / "tiny-hard").exists()
     first = cli.main(argv)
     err = capsys.readouterr().err
     assert first == 0, err[-3000:]
     assert "tiny-hard: training: calbench train" in err and "step-0002: quick: calbench eval" in err
-    folder = store / "curves" / "tiny-hard"
-    points = sorted(records.load_records(folder), key=lambda r: r["curve"]["step"])
+    folder = store_dir / "curves" / "tiny-hard"
+    points = sorted(store.load_records(folder), key=lambda r: r["curve"]["step"])
     assert [p["curve"]["step"] for p in points] == [0, 1, 2]  # the base model, then each checkpoint
     assert [p["curve"]["examples"] for p in points] == [0, 2, 4]
     assert points[0]["model"]["adapter"] is None and points[2]["model"]["adapter"].endswith("checkpoint-2")
@@ -123,11 +123,11 @@ def test_every_checkpoint_is_scored_and_the_curve_rendered(tiny_split, tmp_path,
     assert cli.main([*argv, "--no-train"]) == 0
     assert "calbench eval" not in capsys.readouterr().err
     marker = json.loads((work / "tiny-hard" / "train" / "checkpoint-1" / "calbench_checkpoint.json").read_text())
-    point = records.load_record(folder / "step-0001.json")["curve"]
+    point = store.load_record(folder / "step-0001.json")["curve"]
     assert point["seconds_per_step"] == round(marker["wall_seconds"], 2) and point["examples"] == 2
     summary.write_text(kept)
     # The curve, from the records alone.
-    spec = curves.with_results_dir(curves.load(path), store / "curves")
+    spec = curves.with_results_dir(curves.load(path), store_dir / "curves")
     written = curves.write(spec, tmp_path / "out", draw_plot=True)
     page, plot = spec.page
     assert (page, plot) == ("curves.md", "plots/curves.png")  # named after the recipe
@@ -210,7 +210,7 @@ def test_a_point_names_its_checkpoint_by_the_workdir_not_the_machine(tmp_path):
         out["evaluations"]["quick"]["command"]
         == "calbench eval --model_args peft=<workdir>/r/train/checkpoint-4 --tasks t"
     )
-    assert out["recipe_sha256"] == records.recipe_hash(out["recipe"]) != "old"
+    assert out["recipe_sha256"] == store.recipe_hash(out["recipe"]) != "old"
 
 
 def test_a_points_training_loss_is_the_one_logged_last_at_or_before_it(tmp_path):
@@ -256,10 +256,10 @@ def test_a_changed_recipe_is_refused_and_a_shorter_retraining_drops_the_old_poin
     """Issue 36, cases 4 and 5: a finished run whose recipe then changes is refused (its points were
     relabelled with the new options); retrained shorter, the old run's later points are removed."""
     path = _recipe(tmp_path / "rows", str(tiny_split))
-    store, work = tmp_path / "store", tmp_path / "work"
-    argv = ["leaderboard", "run", str(path), "--results-dir", str(store), "--workdir", str(work), "--no-render"]
+    store_dir, work = tmp_path / "store", tmp_path / "work"
+    argv = ["leaderboard", "run", str(path), "--results-dir", str(store_dir), "--workdir", str(work), "--no-render"]
     assert cli.main(argv) == 0
-    folder = store / "curves" / "tiny-hard"
+    folder = store_dir / "curves" / "tiny-hard"
     assert sorted(p.name for p in folder.glob("step-*.json")) == ["step-0000.json", "step-0001.json", "step-0002.json"]
     path.write_text(path.read_text().replace("max_steps: 2", "max_steps: 1"))
     capsys.readouterr()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from calbench import cli
-from calbench.leaderboard import recipes, records
+from calbench.leaderboard import recipes, store
 from calbench.leaderboard.recipes import RecipeError, load_row, merge, train_arguments
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -156,7 +156,7 @@ def test_a_curve_run_name_is_one_safe_folder_name(tmp_path, name, message):
 
 
 def test_the_published_recipes_read_and_match_their_records():
-    stored = {r["name"]: r for r in records.load_records(ROOT / "leaderboards" / "results")}
+    stored = {r["name"]: r for r in store.load_records(ROOT / "leaderboards" / "results")}
     paths = recipes.rows_in(ROWS)
     assert {p.stem for p in paths} == set(stored)  # one recipe per published row, and no other
     for path in paths:
@@ -166,7 +166,7 @@ def test_the_published_recipes_read_and_match_their_records():
         assert record["command"] == f"calbench leaderboard run leaderboards/rows/{path.name}"
         assert set(record["evaluations"]) == set(recipe.names()), recipe.name
     matrix = recipes.load_protocols(ROWS / "protocols.yaml")
-    protocol_store = {r["name"]: r for r in records.load_records(ROOT / "leaderboards" / "results" / "protocols")}
+    protocol_store = {r["name"]: r for r in store.load_records(ROOT / "leaderboards" / "results" / "protocols")}
     assert {r.name for r in matrix} == set(protocol_store)
     for recipe in matrix:
         assert protocol_store[recipe.name]["recipe"] == recipe.resolved()
@@ -181,7 +181,7 @@ def test_the_published_recipes_read_and_match_their_records():
 @pytest.mark.integration
 def test_a_committed_adapter_is_checked_against_its_recipe():
     """Each published adapter's calbench_train.json agrees with its recipe (calbench train --same-as)."""
-    from calbench.leaderboard.run import ensure_adapter
+    from calbench.leaderboard.rows import ensure_adapter
 
     for path in recipes.rows_in(ROWS):
         recipe = load_row(path)
@@ -194,7 +194,7 @@ def test_a_committed_adapter_is_checked_against_its_recipe():
 @pytest.mark.integration
 def test_an_adapter_trained_otherwise_is_refused(tmp_path):
     from calbench.leaderboard.checks import RefusedRunError
-    from calbench.leaderboard.run import ensure_adapter
+    from calbench.leaderboard.rows import ensure_adapter
 
     soft = ROOT / "leaderboards" / "adapters" / "smollm2-135m-instruct-soft"
     row = _write(
@@ -228,12 +228,12 @@ def test_run_stores_a_record_then_skips_what_is_finished(tmp_path, capsys):
     rows = tmp_path / "rows"
     _write(rows, "defaults.yaml", REFERENCE_DEFAULTS)
     row = _write(rows, "exact.yaml", "type: reference\n")
-    store, work = tmp_path / "store", tmp_path / "work"
-    argv = ["leaderboard", "run", str(row), "--results-dir", str(store), "--workdir", str(work)]
+    store_dir, work = tmp_path / "store", tmp_path / "work"
+    argv = ["leaderboard", "run", str(row), "--results-dir", str(store_dir), "--workdir", str(work)]
     assert cli.main(argv) == 0
     err = capsys.readouterr().err
     assert "exact: quick: calbench eval --model calbench-oracle" in err and "not rendered" in err
-    record = records.load_record(store / "exact.json")
+    record = store.load_record(store_dir / "exact.json")
     assert record["recipe"] == load_row(row).resolved() and set(record["evaluations"]) == {"quick", "sample-free"}
     assert record["tasks"]["calbench_numeric_quick"]["evaluation"] == "quick"
     assert len(record["tasks"]["calbench_numeric_quick"]["samples"]) == 42
@@ -253,21 +253,21 @@ def test_run_stores_a_record_then_skips_what_is_finished(tmp_path, capsys):
     shutil.rmtree(work)
     assert cli.main(argv) == 0
     assert capsys.readouterr().err.count("finished (in the record)") == 2
-    assert records.differences(record, records.load_record(store / "exact.json")) == []
+    assert store.differences(record, store.load_record(store_dir / "exact.json")) == []
     # A changed evaluation reruns alone; --only picks; an unknown name is refused before anything runs.
     _write(rows, "defaults.yaml", REFERENCE_DEFAULTS.replace("60", "70"))
     assert cli.main([*argv, "--only", "quick"]) == 0
     err = capsys.readouterr().err
     assert err.count("calbench eval") == 1 and "finished (in the record)" in err
-    again = records.load_record(store / "exact.json")
+    again = store.load_record(store_dir / "exact.json")
     assert again["tasks"]["calbench_numeric_quick"]["samples_per_prompt"] == 70
-    assert records.differences(record, again) == [
+    assert store.differences(record, again) == [
         f"calbench_numeric_quick: {k}" for k in ("overall", "families", "samples", "samples_per_prompt")
     ]
     assert cli.main([*argv, "--only", "nothing"]) == 2
     assert "no evaluation 'nothing'" in capsys.readouterr().err
     # compare: the same numbers, or the differences and exit 1
-    assert cli.main(["leaderboard", "compare", str(store / "exact.json"), str(store / "exact.json")]) == 0
+    assert cli.main(["leaderboard", "compare", str(store_dir / "exact.json"), str(store_dir / "exact.json")]) == 0
     assert "identical numbers: 2 tasks" in capsys.readouterr().out
 
 
@@ -284,14 +284,14 @@ def test_run_trains_a_missing_adapter_then_evaluates_it(tiny_split, tmp_path, ca
         " prompts: 30, max_bins: 64}}\n"
         "evaluations:\n  quick: {tasks: [calbench_numeric_quick], samples_per_prompt: 2}\n  drift: {kind: drift}\n",
     )
-    store, work = tmp_path / "store", tmp_path / "work"
-    argv = ["leaderboard", "run", str(row), "--results-dir", str(store), "--workdir", str(work)]
+    store_dir, work = tmp_path / "store", tmp_path / "work"
+    argv = ["leaderboard", "run", str(row), "--results-dir", str(store_dir), "--workdir", str(work)]
     assert cli.main(argv) == 0, capsys.readouterr().err[-3000:]
     assert "training the adapter: calbench train --model" in capsys.readouterr().err
     assert (adapter / "adapter_model.safetensors").is_file() and not (adapter / "tokenizer.json").exists()
     trained = json.loads((adapter / "calbench_train.json").read_text())["config"]
     assert trained["output"] == "<workdir>/tiny-hard/train"  # not this machine's run folder
-    record = records.load_record(store / "tiny-hard.json")
+    record = store.load_record(store_dir / "tiny-hard.json")
     assert record["model"]["adapter_sha256"] and record["drift"]["drift_kl"] >= 0
     assert set(record["evaluations"]) == {"quick", "drift"}
     # The adapter is there now: a changed training option is refused, and nothing is retrained.
@@ -395,16 +395,16 @@ def test_new_weights_in_the_same_folder_are_evaluated_again(tmp_path, capsys):
         "evaluations:\n  quick: {tasks: [calbench_numeric_quick], samples_per_prompt: 4}\n",
     )
     row = _write(rows, "tiny.yaml", f"type: base\nmodel: {model}\n")
-    store, work = tmp_path / "store", tmp_path / "work"
-    argv = ["leaderboard", "run", str(row), "--results-dir", str(store), "--workdir", str(work)]
+    store_dir, work = tmp_path / "store", tmp_path / "work"
+    argv = ["leaderboard", "run", str(row), "--results-dir", str(store_dir), "--workdir", str(work)]
     assert cli.main(argv) == 0
-    first = records.load_record(store / "tiny.json")
+    first = store.load_record(store_dir / "tiny.json")
     build_tiny_model(model, seed=1)
     assert weights_hash(model) != first["model"]["weights_sha256"]
     capsys.readouterr()
     assert cli.main(argv) == 0
     assert "the model's weights changed" in capsys.readouterr().err
-    second = records.load_record(store / "tiny.json")
+    second = store.load_record(store_dir / "tiny.json")
     assert second["model"]["weights_sha256"] == weights_hash(model)
     marker = json.loads((work / "tiny" / "quick" / "calbench_evaluation.json").read_text())
     assert marker["weights_sha256"] == weights_hash(model)  # the evaluation ran again, on the new weights
@@ -427,16 +427,16 @@ def test_a_record_is_replaced_only_by_its_own_recipe_or_with_replace(tmp_path, c
         )
     row = _write(rows, "exact.yaml", "type: reference\n")
     other = _write(copy, "exact.yaml", "type: reference\n")
-    store, work = tmp_path / "store", tmp_path / "work"
-    base = ["leaderboard", "run", "--results-dir", str(store), "--workdir", str(work)]
+    store_dir, work = tmp_path / "store", tmp_path / "work"
+    base = ["leaderboard", "run", "--results-dir", str(store_dir), "--workdir", str(work)]
     assert cli.main([*base, str(row)]) == 0
-    kept = (store / "exact.json").read_text()
+    kept = (store_dir / "exact.json").read_text()
     capsys.readouterr()
     assert cli.main([*base, str(other)]) == 2
     assert "pass --replace to replace it" in capsys.readouterr().err
-    assert (store / "exact.json").read_text() == kept
+    assert (store_dir / "exact.json").read_text() == kept
     assert cli.main([*base, str(other), "--replace"]) == 0
-    assert f"run {other.as_posix()}" in records.load_record(store / "exact.json")["command"]
+    assert f"run {other.as_posix()}" in store.load_record(store_dir / "exact.json")["command"]
     # An evaluation the recipe no longer has
     row2 = _write(
         rows,

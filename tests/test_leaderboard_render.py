@@ -10,11 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from calbench import cli, runner
+from calbench import cli, evaluation
 from calbench.families import FAMILIES
 from calbench.leaderboard import card as leaderboard_card
-from calbench.leaderboard import checks, numbers, plots, render
-from calbench.leaderboard import records as run_records
+from calbench.leaderboard import checks, numbers, plots, render, store
 from calbench.leaderboard.checks import RefusedRunError
 from calbench.stats import Z95, Estimate
 
@@ -28,7 +27,7 @@ def reference_results(tmp_path_factory):
     out = {}
     for model in ("calbench-oracle", "calbench-collapsed"):
         folder = tmp_path_factory.mktemp(model)
-        runner.evaluate(model, TASKS, num_samples=100, output_path=folder)
+        evaluation.evaluate(model, TASKS, num_samples=100, output_path=folder)
         out[model] = sorted(folder.rglob("results_*.json"))
     return out
 
@@ -36,8 +35,8 @@ def reference_results(tmp_path_factory):
 @pytest.fixture(scope="module")
 def records(reference_results):
     return [
-        run_records.build_record("oracle", "reference", reference_results["calbench-oracle"], "calbench eval oracle"),
-        run_records.build_record("collapsed", "reference", reference_results["calbench-collapsed"], "calbench eval c"),
+        store.build_record("oracle", "reference", reference_results["calbench-oracle"], "calbench eval oracle"),
+        store.build_record("collapsed", "reference", reference_results["calbench-collapsed"], "calbench eval c"),
     ]
 
 
@@ -151,7 +150,7 @@ def _threshold_score_by_hand(record):
 
 def test_score_is_the_n_free_score_of_the_stored_samples(records):
     from calbench.families import make_target
-    from calbench.metrics import calibration as n_free
+    from calbench.metrics import calibration
 
     oracle, collapsed = (numbers.calibration_score(r) for r in records)
     assert oracle.value > 95 and oracle.value + Z95 * oracle.se >= 99  # about 100
@@ -162,7 +161,7 @@ def test_score_is_the_n_free_score_of_the_stored_samples(records):
             for p in record["tasks"][numbers.SAMPLING_TASKS[split]]["samples"]:
                 params = dict(kv.split("=") for kv in p["target"].split("(")[1].rstrip(")").split(","))
                 target = make_target(p["family"], {k: float(v) for k, v in params.items()})
-                by_family.setdefault(p["family"], []).append(n_free.prompt_score(p["values"], p["n"], target))
+                by_family.setdefault(p["family"], []).append(calibration.prompt_score(p["values"], p["n"], target))
         means = [sum(e.value for e in f) / len(f) for f in by_family.values()]
         assert len(means) == 30
         assert numbers.calibration_score(record).value == pytest.approx(100 * sum(means) / 30, rel=1e-12)
@@ -210,33 +209,42 @@ def test_pit_histogram_by_hand():
 def test_a_task_in_two_results_files_is_refused(reference_results):
     (results,) = reference_results["calbench-oracle"][:1]
     with pytest.raises(RefusedRunError, match="is in two evaluations"):
-        run_records.build_record("x", "reference", [results, results], "cmd")
+        store.build_record("x", "reference", [results, results], "cmd")
 
 
 def test_limited_run_is_refused(tmp_path):
-    runner.evaluate("calbench-oracle", ["calbench_numeric_heldout"], num_samples=5, output_path=tmp_path, limit=2)
+    evaluation.evaluate("calbench-oracle", ["calbench_numeric_heldout"], num_samples=5, output_path=tmp_path, limit=2)
     (results,) = tmp_path.rglob("results_*.json")
     with pytest.raises(RefusedRunError, match="--limit 2"):
-        run_records.build_record("x", "reference", [results], "cmd")
+        store.build_record("x", "reference", [results], "cmd")
     assert cli.main(["leaderboard", "add", "x", "--type", "reference", "--command", "c", str(results)]) == 2
 
 
 def test_mixed_systems_and_bad_types_are_refused(reference_results):
     both = [reference_results["calbench-oracle"][0], reference_results["calbench-collapsed"][0]]
     with pytest.raises(RefusedRunError, match="different systems"):
-        run_records.build_record("x", "reference", both, "cmd")
+        store.build_record("x", "reference", both, "cmd")
     with pytest.raises(RefusedRunError, match="entry type"):
-        run_records.build_record("x", "model", both[:1], "cmd")
+        store.build_record("x", "model", both[:1], "cmd")
 
 
 def test_render_and_store_round_trip(records, reference_results, tmp_path):
-    store = tmp_path / "results"
+    store_dir = tmp_path / "results"
     for record in records:
-        run_records.save_record(record, store)
-    assert run_records.load_records(store) == sorted(records, key=lambda r: r["name"])
+        store.save_record(record, store_dir)
+    assert store.load_records(store_dir) == sorted(records, key=lambda r: r["name"])
     readme = tmp_path / "top.md"
     readme.write_text("intro\n<!-- leaderboard:start -->\nold\n<!-- leaderboard:end -->\nrest\n")
-    argv = ["leaderboard", "render", "--results-dir", str(store), "--output", str(tmp_path), "--readme", str(readme)]
+    argv = [
+        "leaderboard",
+        "render",
+        "--results-dir",
+        str(store_dir),
+        "--output",
+        str(tmp_path),
+        "--readme",
+        str(readme),
+    ]
     assert cli.main([*argv, "--no-plots"]) == 0
     board = (tmp_path / "README.md").read_text()
     assert re.search(r"\| 1 +\| oracle +\|", board) and re.search(r"\| 2 +\| collapsed +\|", board)  # by CS
@@ -299,7 +307,7 @@ def test_committed_leaderboard_is_reproduced_byte_for_byte(tmp_path, monkeypatch
         assert (tmp_path / name).read_text() == (ROOT / name).read_text(), (
             f"{name} is stale: calbench leaderboard render"
         )
-    records = run_records.load_records(BOARD / "results")
+    records = store.load_records(BOARD / "results")
     for rel in (*plots.plot_paths(records), "plots/protocol_gap.png", "plots/tradeoff.png"):
         assert (BOARD / rel).is_file(), rel
 
@@ -310,9 +318,9 @@ def test_adapter_card_gets_the_evaluation(records, tmp_path):
     from calbench.training import card as model_card
     from calbench.training.config import TrainConfig
 
-    store, adapter = tmp_path / "results", tmp_path / "adapter"
+    store_dir, adapter = tmp_path / "results", tmp_path / "adapter"
     for record in records:
-        run_records.save_record(record, store)
+        store.save_record(record, store_dir)
     adapter.mkdir()
     summary = {
         "config": TrainConfig(method="hard", max_steps=7).resolve().to_dict(),
@@ -328,7 +336,7 @@ def test_adapter_card_gets_the_evaluation(records, tmp_path):
     config = TrainConfig(method="hard", max_steps=7).resolve()
     (adapter / "README.md").write_text(model_card.render(config, summary))
     before = (adapter / "README.md").read_text()
-    argv = ["leaderboard", "card", str(adapter), "oracle", "collapsed", "--results-dir", str(store)]
+    argv = ["leaderboard", "card", str(adapter), "oracle", "collapsed", "--results-dir", str(store_dir)]
     assert cli.main(argv) == 0
     text = (adapter / "README.md").read_text()
     assert "# calbench hard-target LoRA adapter" in text and "stopped at 7 optimizer steps" in text
@@ -336,10 +344,10 @@ def test_adapter_card_gets_the_evaluation(records, tmp_path):
     assert re.search(r"\| oracle +\| reference +\| \d", evaluation)
     assert "- collapsed: `calbench eval c`" in evaluation
     # Only the evaluation changed: the card equals a fresh render with that evaluation.
-    by_name = {r["name"]: r for r in run_records.load_records(store)}
+    by_name = {r["name"]: r for r in store.load_records(store_dir)}
     table = leaderboard_card.card_evaluation([by_name["oracle"], by_name["collapsed"]])
     assert text == model_card.render(config, summary, table) != before
-    assert cli.main([*argv[:3], "nobody", "--results-dir", str(store)]) == 2
+    assert cli.main([*argv[:3], "nobody", "--results-dir", str(store_dir)]) == 2
 
 
 def test_add_takes_the_adapters_drift(reference_results, tmp_path, capsys):
@@ -347,11 +355,11 @@ def test_add_takes_the_adapters_drift(reference_results, tmp_path, capsys):
 
     drift = tmp_path / "drift.json"
     drift.write_text(json.dumps({"model": "m", "drift": {"runs/a": {"drift_kl": 0.02, "drift_kl_se": 0.001}}}))
-    store = tmp_path / "results"
-    common = ["--type", "reference", "--command", "c", "--results-dir", str(store), "--drift", str(drift)]
+    store_dir = tmp_path / "results"
+    common = ["--type", "reference", "--command", "c", "--results-dir", str(store_dir), "--drift", str(drift)]
     files = [str(p) for p in reference_results["calbench-oracle"]]
     assert cli.main(["leaderboard", "add", "x", *common, "--adapter", str(Path("runs/a").resolve()), *files]) == 0
-    (record,) = run_records.load_records(store)
+    (record,) = store.load_records(store_dir)
     assert numbers.drift_metric(record) == Estimate(0.02, 0.001)
     assert cli.main(["leaderboard", "add", "y", *common, "--adapter", "runs/b", *files]) == 2
     assert "no drift for adapter runs/b" in capsys.readouterr().err

@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from calbench import cli
-from calbench.leaderboard import numbers, tradeoff
-from calbench.leaderboard import records as run_records
+from calbench.leaderboard import numbers, store, tradeoff
 from calbench.leaderboard.checks import RefusedRunError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,7 +20,7 @@ BASE, SOFT = "smollm2-135m-instruct-base", "smollm2-135m-instruct-soft"
 
 @pytest.fixture(scope="module")
 def stored():
-    return {r["name"]: r for r in run_records.load_records(STORE)}
+    return {r["name"]: r for r in store.load_records(STORE)}
 
 
 def _mean_difference(base: dict, tuned: dict, task: str, metric: str) -> float:

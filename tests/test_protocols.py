@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from calbench import protocols, runner
+from calbench import evaluation, protocols
 from calbench.families import FAMILIES, make_target, split_points
 from calbench.harness import protocol_metrics
 from calbench.metrics import protocol_diagnostics
@@ -106,7 +106,7 @@ def test_seeds_differ_across_requests_and_repeat_across_reruns():
 
 def test_seeded_requests_carry_distinct_seeds_through_lm_eval():
     def contexts():
-        out = runner.evaluate("calbench-oracle", ["calbench_numeric_quick_seeded"], num_samples=6, output_path=None)
+        out = evaluation.evaluate("calbench-oracle", ["calbench_numeric_quick_seeded"], num_samples=6, output_path=None)
         return [[a[0] for a in s["arguments"]] for s in out["samples"]["calbench_numeric_quick_seeded"]]
 
     first = contexts()
@@ -160,7 +160,7 @@ def test_tokens_per_valid_by_hand():
 def protocol_runs():
     runs = {}
     for model in ("calbench-oracle", "calbench-collapsed"):
-        out = runner.evaluate(model, TASKS, num_samples=200, output_path=None)
+        out = evaluation.evaluate(model, TASKS, num_samples=200, output_path=None)
         runs[model] = out["results"]
     return runs
 
@@ -237,28 +237,28 @@ def test_calbench_hf_serves_every_protocol(tiny_split):
 @pytest.mark.integration
 def test_protocol_table_rescores_each_run_from_its_samples(tmp_path):
     from calbench import cli
-    from calbench.leaderboard import protocol_table
+    from calbench.leaderboard import protocol_page
 
     runs, store = tmp_path / "runs", tmp_path / "results"
     for model, name in (("calbench-oracle", "oracle"), ("calbench-collapsed", "collapsed")):
-        runner.evaluate(model, ["calbench_numeric_quick", *TASKS], num_samples=50, output_path=runs / name)
+        evaluation.evaluate(model, ["calbench_numeric_quick", *TASKS], num_samples=50, output_path=runs / name)
         (results,) = (runs / name).rglob("results_*.json")
         add = ["leaderboard", "add", name, "--type", "reference", "--command", "cmd", str(results)]
-        assert cli.main([*add, "--results-dir", str(store / protocol_table.FOLDER)]) == 0
+        assert cli.main([*add, "--results-dir", str(store / protocol_page.FOLDER)]) == 0
     readme = tmp_path / "README.md"
-    readme.write_text(f"intro\n{protocol_table.README_START}\nold\n{protocol_table.README_END}\nrest\n")
+    readme.write_text(f"intro\n{protocol_page.README_START}\nold\n{protocol_page.README_END}\nrest\n")
     argv = ["leaderboard", "render", "--results-dir", str(store), "--output", str(tmp_path / "board")]
     assert cli.main([*argv, "--readme", str(readme)]) == 0
-    table = (tmp_path / "board" / protocol_table.TABLE).read_text()
+    table = (tmp_path / "board" / protocol_page.TABLE).read_text()
     lines = [
         line.split("|") for line in table.splitlines() if line.startswith("| oracle") or line.startswith("| collapsed")
     ]
     assert [(cells[1].strip(), cells[2].strip()) for cells in lines] == [
-        (system, protocol) for system in ("collapsed", "oracle") for protocol in protocol_table.ORDER
+        (system, protocol) for system in ("collapsed", "oracle") for protocol in protocol_page.ORDER
     ]
     scores = {(c[1].strip(), c[2].strip()): float(c[5].split("±")[0]) for c in lines}
-    assert all(scores[("oracle", p)] > 90 and scores[("collapsed", p)] < 1 for p in protocol_table.ORDER)
-    assert (tmp_path / "board" / protocol_table.PLOT).is_file()
+    assert all(scores[("oracle", p)] > 90 and scores[("collapsed", p)] < 1 for p in protocol_page.ORDER)
+    assert (tmp_path / "board" / protocol_page.PLOT).is_file()
     block = table.split("\n\n", 1)[1].split("\n\n![", 1)[0]  # the table and its note; the page adds the plot
     assert block in readme.read_text() and readme.read_text().endswith("rest\n")
 

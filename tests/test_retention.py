@@ -234,21 +234,21 @@ def test_retention_delta_pairs_items(tmp_path, capsys):
 
 
 def test_retention_delta_from_records_equals_the_one_from_samples_logs(tmp_path, capsys):
-    from calbench.leaderboard import records
+    from calbench.leaderboard import store
 
     base = _run(tmp_path / "b", "tinyArc", [1, 0, 1, 1, 0, 1])
     tuned = _run(tmp_path / "t", "tinyArc", [1, 1, 0, 1, 1, 0])
-    store = tmp_path / "store"
+    store_dir = tmp_path / "store"
     for name, results in (("base-model", base), ("tuned-model", tuned)):
-        records.add_record(name, "base", [results], "calbench eval ...", store)
+        store.add_record(name, "base", [results], "calbench eval ...", store_dir)
     assert cli.main(["retention-delta", str(base), str(tuned)]) == 0
     from_logs = capsys.readouterr().out
-    assert cli.main(["retention-delta", "base-model", "tuned-model", "--results-dir", str(store)]) == 0
+    assert cli.main(["retention-delta", "base-model", "tuned-model", "--results-dir", str(store_dir)]) == 0
     from_names = capsys.readouterr().out
-    assert cli.main(["retention-delta", str(store / "base-model.json"), str(store / "tuned-model.json")]) == 0
+    assert cli.main(["retention-delta", str(store_dir / "base-model.json"), str(store_dir / "tuned-model.json")]) == 0
     from_files = capsys.readouterr().out
     assert "| tinyArc" in from_logs and from_logs == from_names == from_files
-    assert cli.main(["retention-delta", "base-model", "nobody", "--results-dir", str(store)]) == 2
+    assert cli.main(["retention-delta", "base-model", "nobody", "--results-dir", str(store_dir)]) == 2
     assert "no run record named nobody" in capsys.readouterr().err
 
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from calbench import cli, runner
-from calbench.leaderboard import checks, records, render
+from calbench import cli, evaluation
+from calbench.leaderboard import checks, render, store
 from calbench.leaderboard.checks import RefusedRunError
-from tests.test_leaderboard_records import _results
+from tests.test_leaderboard_store import _results
 
 ROOT = Path(__file__).resolve().parent.parent
 TASK = "calbench_numeric_quick"
@@ -36,7 +36,7 @@ def runs(tmp_path_factory):
         ("hot", {"gen_kwargs": "temperature=0.7"}),
         ("limited", {"limit": 3}),
     ):
-        runner.evaluate("calbench-oracle", [TASK], **{"num_samples": 10, **kwargs}, output_path=base / name)
+        evaluation.evaluate("calbench-oracle", [TASK], **{"num_samples": 10, **kwargs}, output_path=base / name)
         out[name] = next((base / name).rglob("results_*.json"))
     return out
 
@@ -61,10 +61,10 @@ def _copy_run(results_file: Path, folder: Path) -> Path:
 )
 def test_another_runs_log_renamed_to_match_is_refused(runs, tmp_path, other, why):
     mine = _copy_run(runs["plain"], tmp_path / "run")
-    records.build_record("oracle", "reference", [mine], "c")  # its own log: accepted
+    store.build_record("oracle", "reference", [mine], "c")  # its own log: accepted
     shutil.copy(_log(runs[other]), _log(mine))  # another run's log under this run's name
     with pytest.raises(RefusedRunError, match=f"not the samples log of this run's {TASK}.*{why}"):
-        records.build_record("oracle", "reference", [mine], "c")
+        store.build_record("oracle", "reference", [mine], "c")
 
 
 def test_a_request_without_settings_is_not_a_generate_request(runs, tmp_path):
@@ -78,14 +78,14 @@ def test_a_request_without_settings_is_not_a_generate_request(runs, tmp_path):
         first = args["gen_args_0"] if isinstance(args, dict) else {"arg_0": args[0][0], "arg_1": args[0][1]}
         record["arguments"] = {"gen_args_0": first, "gen_args_1": {"arg_0": first["arg_0"]}}
     _log(mine).write_text("".join(json.dumps(r) + "\n" for r in logged))
-    records.build_record("oracle", "reference", [mine], "c")
+    store.build_record("oracle", "reference", [mine], "c")
     logged[5]["arguments"]["gen_args_1"]["arg_1"] = {
         **logged[5]["arguments"]["gen_args_0"]["arg_1"],
         "temperature": 0.7,
     }
     _log(mine).write_text("".join(json.dumps(r) + "\n" for r in logged))
     with pytest.raises(RefusedRunError, match=r"document 6 was generated with other settings: .*'temperature': 0\.7"):
-        records.build_record("oracle", "reference", [mine], "c")
+        store.build_record("oracle", "reference", [mine], "c")
 
 
 def test_a_log_missing_records_or_with_other_prompts_is_refused(runs, tmp_path):
@@ -93,12 +93,12 @@ def test_a_log_missing_records_or_with_other_prompts_is_refused(runs, tmp_path):
     lines = _log(mine).read_text().splitlines()
     _log(mine).write_text("\n".join(lines[:-1]) + "\n")
     with pytest.raises(RefusedRunError, match="41 documents logged, the run scored 42"):
-        records.build_record("oracle", "reference", [mine], "c")
+        store.build_record("oracle", "reference", [mine], "c")
     swapped = [json.loads(line) for line in lines]
     swapped[0]["prompt_hash"] = swapped[1]["prompt_hash"]
     _log(mine).write_text("".join(json.dumps(r) + "\n" for r in swapped))
     with pytest.raises(RefusedRunError, match="task hash mismatch"):
-        records.build_record("oracle", "reference", [mine], "c")
+        store.build_record("oracle", "reference", [mine], "c")
 
 
 # ---- case 9: stored samples are validated on load ------------------------------------------------
@@ -106,23 +106,23 @@ def test_a_log_missing_records_or_with_other_prompts_is_refused(runs, tmp_path):
 
 @pytest.fixture
 def stored(runs, tmp_path):
-    path = records.save_record(records.build_record("oracle", "reference", [runs["plain"]], "c"), tmp_path / "store")
+    path = store.save_record(store.build_record("oracle", "reference", [runs["plain"]], "c"), tmp_path / "store")
     return path, tmp_path / "store" / "samples" / path.name
 
 
 def test_a_hand_edited_samples_file_is_refused(stored):
     path, samples = stored
-    assert len(records.load_record(path)["tasks"][TASK]["samples"]) == 42
+    assert len(store.load_record(path)["tasks"][TASK]["samples"]) == 42
     data = json.loads(samples.read_text())
     data[TASK][0]["values"] *= 40  # 400 valid answers of 10 responses
     samples.write_text(json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n")
     with pytest.raises(RefusedRunError, match="SHA-256 differs"):
-        records.load_record(path)
+        store.load_record(path)
     head = json.loads(path.read_text())
     del head["samples_sha256"]  # an edit of both files is still checked field by field
     path.write_text(json.dumps(head))
     with pytest.raises(RefusedRunError, match=r"samples\[1\]\.values: must be at most n=10 finite numbers"):
-        records.load_record(path)
+        store.load_record(path)
 
 
 @pytest.mark.parametrize(
@@ -152,14 +152,14 @@ def test_impossible_stored_samples_are_refused(edit, message):
 ADD = """
 import sys, time
 from calbench import cli
-from calbench.leaderboard import records
+from calbench.leaderboard import store
 pause = float(sys.argv[1])
-write = records.atomic_write
+write = store.atomic_write
 def slow(path, text, no_links=None):  # the first writer dawdles between the samples and the head
     write(path, text, no_links)
     if pause and "samples" in str(path):
         time.sleep(pause)
-records.atomic_write = slow
+store.atomic_write = slow
 sys.exit(cli.main(["leaderboard", "add", "oracle", "--type", "reference", "--command", "c",
                    "--results-dir", *sys.argv[2:]]))
 """
@@ -171,15 +171,15 @@ def test_concurrent_adds_of_one_name_never_break_the_store(runs, tmp_path):
     second starting while the first is between its samples and its head: the store always holds
     one whole record, its samples from the same run as its head."""
     for round_ in range(4):
-        store = tmp_path / f"store-{round_}"
+        store_dir = tmp_path / f"store-{round_}"
         replace = ["--replace"] if round_ % 2 else []
         procs = []
         for run, pause in (("plain", "1.5"), ("twenty", "0")):
-            argv = [sys.executable, "-c", ADD, pause, str(store), str(runs[run]), *replace]
+            argv = [sys.executable, "-c", ADD, pause, str(store_dir), str(runs[run]), *replace]
             procs.append(subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
             if run == "plain":  # the second starts once the first has written its samples
                 deadline = time.time() + 120
-                while not (store / "samples" / "oracle.json").exists():
+                while not (store_dir / "samples" / "oracle.json").exists():
                     assert procs[0].poll() is None and time.time() < deadline, procs[0].stderr.read()
                     time.sleep(0.02)
         codes = [p.wait(timeout=300) for p in procs]
@@ -189,7 +189,7 @@ def test_concurrent_adds_of_one_name_never_break_the_store(runs, tmp_path):
         else:  # one writes, the other finds its record and is refused in one line
             assert sorted(codes) == [0, 2], errs
             assert any("exists: pass --replace" in e for e in errs)
-        task = records.load_record(store / "oracle.json")["tasks"][TASK]
+        task = store.load_record(store_dir / "oracle.json")["tasks"][TASK]
         assert len(task["samples"]) == 42
         assert {p["n"] for p in task["samples"]} == {task["samples_per_prompt"]}  # head and samples of one run
 
@@ -206,27 +206,27 @@ def test_add_replaces_a_record_only_when_told(runs, tmp_path, capsys):
 
 
 def test_a_symlinked_samples_folder_or_record_is_never_written_through(runs, tmp_path):
-    record = records.build_record("oracle", "reference", [runs["plain"]], "c")
+    record = store.build_record("oracle", "reference", [runs["plain"]], "c")
     outside = tmp_path / "outside"
     outside.mkdir()
-    store = tmp_path / "store"
-    store.mkdir()
-    (store / "samples").symlink_to(outside)
+    store_dir = tmp_path / "store"
+    store_dir.mkdir()
+    (store_dir / "samples").symlink_to(outside)
     with pytest.raises(RefusedRunError, match=r"samples is a symbolic link"):
-        records.save_record(record, store)
-    assert list(outside.iterdir()) == [] and not (store / "oracle.json").exists()
-    (store / "samples").unlink()
+        store.save_record(record, store_dir)
+    assert list(outside.iterdir()) == [] and not (store_dir / "oracle.json").exists()
+    (store_dir / "samples").unlink()
     victim = tmp_path / "victim.json"
     victim.write_text("precious")
-    (store / "oracle.json").symlink_to(victim)
+    (store_dir / "oracle.json").symlink_to(victim)
     with pytest.raises(RefusedRunError, match=r"oracle\.json is a symbolic link"):
-        records.save_record(record, store)
+        store.save_record(record, store_dir)
     assert victim.read_text() == "precious"
-    (store / records.STORE_LOCK).unlink()
-    (store / records.STORE_LOCK).symlink_to(tmp_path / "lock-victim")
-    (store / "oracle.json").unlink()
+    (store_dir / store.STORE_LOCK).unlink()
+    (store_dir / store.STORE_LOCK).symlink_to(tmp_path / "lock-victim")
+    (store_dir / "oracle.json").unlink()
     with pytest.raises(RefusedRunError, match="cannot lock the results folder"):
-        records.save_record(record, store)
+        store.save_record(record, store_dir)
     assert not (tmp_path / "lock-victim").exists()
 
 
@@ -253,11 +253,11 @@ def test_two_models_of_one_folder_name_are_two_systems():
     part = {"tasks": {}, "model": {"backend": "hf", "pretrained": "tiny", "weights_sha256": "aa", "adapter": None}}
     other = {"tasks": {}, "model": {**part["model"], "weights_sha256": "bb"}}
     with pytest.raises(RefusedRunError, match="the evaluations come from different systems"):
-        records.assemble_record("tiny", "base", "c", {"run-1": part, "run-2": other})
+        store.assemble_record("tiny", "base", "c", {"run-1": part, "run-2": other})
 
 
 def test_a_command_with_a_code_fence_stays_code(runs):
-    record = records.build_record("oracle", "reference", [runs["plain"]], "calbench eval\n```\n# injected heading\n```")
+    record = store.build_record("oracle", "reference", [runs["plain"]], "calbench eval\n```\n# injected heading\n```")
     page = render.render([record])["README.md"]
     block = page[page.index("**oracle**") :]
     fence = block.splitlines()[2]
@@ -266,7 +266,7 @@ def test_a_command_with_a_code_fence_stays_code(runs):
 
 
 def test_a_code_span_is_longer_than_any_backticks_inside():
-    from calbench.tables import code_span
+    from calbench.eval_report import code_span
 
     assert code_span("a `b` c") == "``a `b` c``"
     assert code_span("`x`") == "`` `x` ``"
@@ -300,12 +300,12 @@ def test_a_file_of_the_store_that_is_not_a_record_stops_no_other_rows_run(stored
     path, _ = stored
     (path.parent / "notes.json").write_text('{"not": "a record"}')
     (path.parent / "broken.json").write_text("{")
-    (record,) = records.named_records(path.parent, ["oracle"])
+    (record,) = store.named_records(path.parent, ["oracle"])
     assert record["name"] == "oracle"
     with pytest.raises(RefusedRunError, match="no run record named absent"):
-        records.named_records(path.parent, ["absent"])
+        store.named_records(path.parent, ["absent"])
     with pytest.raises(RefusedRunError, match="record name"):
-        records.named_records(path.parent, ["../oracle"])
+        store.named_records(path.parent, ["../oracle"])
 
 
 def test_an_edited_embedded_recipe_is_refused(stored):
@@ -315,10 +315,10 @@ def test_an_edited_embedded_recipe_is_refused(stored):
     path, _ = stored
     record = json.loads(path.read_text())
     record["recipe"] = {"backend": "calbench-oracle", "evaluations": {}}
-    record["recipe_sha256"] = records.recipe_hash({"backend": "something else"})
+    record["recipe_sha256"] = store.recipe_hash({"backend": "something else"})
     path.write_text(json.dumps(record))
     with pytest.raises(RefusedRunError, match="recipe: not the recipe its recipe_sha256 names"):
-        records.load_record(path)
+        store.load_record(path)
 
 
 def test_stored_answers_of_another_sample_size_than_the_header_are_refused(stored):
@@ -331,14 +331,14 @@ def test_stored_answers_of_another_sample_size_than_the_header_are_refused(store
     record["tasks"][TASK]["samples_per_prompt"] = 1000  # the run drew 10 per prompt
     path.write_text(json.dumps(record))
     with pytest.raises(RefusedRunError, match="10 responses, the record says 1000 samples per prompt"):
-        records.load_record(path)
+        store.load_record(path)
     assert hashlib.sha256(samples.read_bytes()).hexdigest() == record["samples_sha256"]  # the answers are untouched
 
 
 def test_a_training_that_never_started_says_so(tmp_path):
     """Issue 36, case 17: a missing model was reported as 'training failed (its run folder ... is
     kept: rerun to resume)' though nothing was written."""
-    from calbench.leaderboard.run import training_failed
+    from calbench.leaderboard.rows import training_failed
 
     assert "did not start (nothing was written" in training_failed("row", tmp_path / "train")
     (tmp_path / "train").mkdir()

@@ -282,14 +282,16 @@ def test_card_states_the_mean_and_the_last_logged_loss():
 
 @pytest.mark.integration
 def test_adapter_changes_the_scores(tiny_split, tmp_path):
-    from calbench import runner
+    from calbench import evaluation
 
     # A few steps at a high learning rate so the adapter is far from the zero init.
     adapter = run(config(tiny_split, tmp_path, method="soft", max_steps=3, lr=5e-2))
     task = "calbench_numeric_heldout_likelihood"
     args = f"pretrained={tiny_split},dtype=float32"
-    base = runner.evaluate("hf", [task], model_args=args, output_path=None, limit=2, device="cpu")
-    tuned = runner.evaluate("hf", [task], model_args=f"{args},peft={adapter}", output_path=None, limit=2, device="cpu")
+    base = evaluation.evaluate("hf", [task], model_args=args, output_path=None, limit=2, device="cpu")
+    tuned = evaluation.evaluate(
+        "hf", [task], model_args=f"{args},peft={adapter}", output_path=None, limit=2, device="cpu"
+    )
     a, b = base["results"][task]["seq_kl,none"], tuned["results"][task]["seq_kl,none"]
     assert abs(a - b) > 1e-3, (a, b)
 

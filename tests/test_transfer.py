@@ -11,7 +11,7 @@ import pytest
 import torch
 from scipy import stats
 
-from calbench import cli, drift, runner
+from calbench import cli, drift, evaluation
 from calbench.metrics import mcq, noveltybench, openended
 from tests.helpers import evaluate_local, load_model, load_tokenizer
 
@@ -246,7 +246,7 @@ def test_noveltybench_score_rejects_other_logs(tmp_path, capsys):
 
 @pytest.mark.integration
 def test_retention_group_is_indexed():
-    tm = runner.task_manager(include_defaults=True)
+    tm = evaluation.task_manager(include_defaults=True)
     assert "calbench_retention" in tm.all_groups
     for task in ("tinyMMLU", "tinyGSM8k", "paloma_c4_en", "paloma_dolma-v1_5"):
         assert task in tm.all_tasks, task

@@ -14,7 +14,7 @@ from typing import Any
 from lm_eval.api.task import ConfigurableTask
 
 from calbench.families import FAMILIES
-from calbench.metrics import table as metric_table
+from calbench.metrics import catalog
 from calbench.stats import Summary
 
 
@@ -159,4 +159,4 @@ class CalbenchTask(ConfigurableTask):
         return {k: partial(_aggregate, type(self).summarize, self.GROUP, k) for k in keys}
 
     def higher_is_better(self) -> dict[str, bool]:
-        return {k: metric_table.higher_is_better(k) for k in self._all_keys(self.OPTIONAL)}
+        return {k: catalog.higher_is_better(k) for k in self._all_keys(self.OPTIONAL)}

@@ -2,7 +2,7 @@
 
 The task YAML in ``tasks/`` names everything by dotted path (``calbench.harness``
 re-exports it). These only translate between lm-eval's shapes and calbench's pure
-functions (``calbench.metrics.prompt_records``, ``calbench.protocols``).
+functions (``calbench.metrics.prompt_scores``, ``calbench.protocols``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from lm_eval.api.instance import Instance
 from calbench import protocols
 from calbench.families import make_target
 from calbench.harness.base import CalbenchTask
-from calbench.metrics import prompt_records, protocol_diagnostics
+from calbench.metrics import prompt_scores, protocol_diagnostics
 from calbench.param_ranges import prompt_set
 from calbench.parse import classify
 from calbench.prompt import prompt_text
@@ -66,26 +66,26 @@ def numeric_docs(
 
 
 class SamplingTask(CalbenchTask):
-    """N samples per prompt, scored against the prompt's law (``calbench.metrics.prompt_records``)."""
+    """N samples per prompt, scored against the prompt's law (``calbench.metrics.prompt_scores``)."""
 
     OVERALL: tuple[str, ...] = (
-        *prompt_records.FAMILY_METRICS,
-        *prompt_records.MOMENT_METRICS,
-        *prompt_records.OVERALL_ONLY,
-        *(f"{m}_median" for m in prompt_records.MEDIAN_METRICS),
+        *prompt_scores.FAMILY_METRICS,
+        *prompt_scores.MOMENT_METRICS,
+        *prompt_scores.OVERALL_ONLY,
+        *(f"{m}_median" for m in prompt_scores.MEDIAN_METRICS),
     )
-    PER_FAMILY: tuple[str, ...] = (*prompt_records.FAMILY_METRICS, *prompt_records.MOMENT_METRICS)
+    PER_FAMILY: tuple[str, ...] = (*prompt_scores.FAMILY_METRICS, *prompt_scores.MOMENT_METRICS)
 
     @staticmethod
-    def summarize(records: list[dict[str, Any]]) -> prompt_records.Summary:
-        return prompt_records.summarize(prompt_records.PromptScore.from_dict(r) for r in records)
+    def summarize(records: list[dict[str, Any]]) -> prompt_scores.Summary:
+        return prompt_scores.summarize(prompt_scores.PromptScore.from_dict(r) for r in records)
 
     def record(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
         responses = results[0]
         if isinstance(responses, str):  # a filter that kept one response only
             responses = [responses]
         target = make_target(doc["family"], json.loads(doc["params"]))
-        return prompt_records.score_prompt(target, list(responses)).to_dict()
+        return prompt_scores.score_prompt(target, list(responses)).to_dict()
 
 
 class ProtocolTask(SamplingTask):
@@ -156,7 +156,7 @@ class ProtocolTask(SamplingTask):
         return len(tok(text, add_special_tokens=False)["input_ids"])
 
     @staticmethod
-    def summarize(records: list[dict[str, Any]]) -> prompt_records.Summary:
+    def summarize(records: list[dict[str, Any]]) -> prompt_scores.Summary:
         summary = SamplingTask.summarize([{k: v for k, v in r.items() if k != "protocol"} for r in records])
         return protocol_summary(summary, records)
 
@@ -169,7 +169,7 @@ class ProtocolTask(SamplingTask):
             sum(1 for i in items[j * per : (j + 1) * per] if classify(i, target).valid) for j in range(len(responses))
         ]
         extras["tokens_per_valid"] = protocol_diagnostics.tokens_per_valid([self._tokens(r) for r in responses], valid)
-        return {**prompt_records.score_prompt(target, items).to_dict(), "protocol": extras}
+        return {**prompt_scores.score_prompt(target, items).to_dict(), "protocol": extras}
 
 
 def protocol_metrics(protocol: str) -> tuple[str, ...]:
@@ -178,7 +178,7 @@ def protocol_metrics(protocol: str) -> tuple[str, ...]:
     return ("well_formed_rate", "tokens_per_valid", *extra.get(protocol, ()))
 
 
-def protocol_summary(summary: prompt_records.Summary, records: list[dict[str, Any]]) -> prompt_records.Summary:
+def protocol_summary(summary: prompt_scores.Summary, records: list[dict[str, Any]]) -> prompt_scores.Summary:
     """``summary`` with the protocol diagnostics added: per family the mean over prompts, then
     equal weight over families (prompts or families without a value left out)."""
     names = sorted({k for r in records for k in r.get("protocol", {})})

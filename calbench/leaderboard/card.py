@@ -14,8 +14,8 @@ from typing import Any
 from tabulate import tabulate
 
 from calbench.leaderboard.checks import RefusedRunError
-from calbench.leaderboard.records import named_records
-from calbench.leaderboard.render import HEADLINE, split_score_columns, table
+from calbench.leaderboard.render import HEADLINE, split_score_columns, table_rows
+from calbench.leaderboard.store import named_records
 from calbench.provenance import atomic_write
 
 
@@ -25,7 +25,7 @@ def card_evaluation(records: Sequence[Mapping[str, Any]]) -> str:
     held-out, widened ranges)."""
     parts = []
     for columns in (HEADLINE, split_score_columns()):
-        headers, rows = table(records, columns)
+        headers, rows = table_rows(records, columns)
         parts.append(tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True))
     commands = "\n".join(f"- {r['name']}: `{r['command'].strip()}`" for r in records)
     note = "calbench leaderboard run records; value ± 95% interval half-width. Reproduce with:"

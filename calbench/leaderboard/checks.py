@@ -18,7 +18,7 @@ from typing import Any
 from calbench.families import FAMILIES
 from calbench.leaderboard.numbers import EXACT_TASKS, LIKELIHOOD_TASKS, NUMERIC_SPLITS, SAMPLING_TASKS
 from calbench.lm_eval_io import args_dict, model_args
-from calbench.metrics.table import find
+from calbench.metrics.catalog import find
 from calbench.policy import GREEDY_TASKS, PURE_SAMPLING, active_generation_config, decoding_deviations
 
 ENTRY_TYPES = (
@@ -159,7 +159,7 @@ def _check_pair(field: str, pair: Any, calbench_task: bool = True) -> None:
     metric = find(field.rsplit(".", 1)[-1])
     if metric is None:
         if calbench_task:
-            raise _problem(field, "not a metric calbench reports (calbench.metrics.table)")
+            raise _problem(field, "not a metric calbench reports (calbench.metrics.catalog)")
         return  # an lm-eval task's own metric: no range known
     if value is not None and not metric.allows(value):
         raise _problem(field, f"{metric.name} lies in {metric.range}, got {value}")

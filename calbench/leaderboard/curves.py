@@ -6,11 +6,11 @@ protocol (evaluations, as a row's). ``calbench leaderboard run`` trains each run
 ``<workdir>/<run>/train`` (``--keep-checkpoints 0``: every checkpoint kept; an interrupted
 run resumes), then scores the base model (step 0; not with ``score_base: false``) and every
 checkpoint with the protocol (or, with ``score_every: N``, every N-th checkpoint and the last one):
-each point is a row of its own (``calbench.leaderboard.run``, finished points skipped),
+each point is a row of its own (``calbench.leaderboard.rows``, finished points skipped),
 stored in ``<results>/curves/<run>/step-<N>.json`` with its step, examples seen, wall time
 and tokens (without per-item scores or per-family metrics: ``light``). ``calbench leaderboard render`` draws the curves from those records alone
 (``curves.md``, ``plots/curves.png``): on the quick selection's 42 prompts the calibration
-score, ``pit_w1``, the valid rate and KS@100 (``prompt_records.sample_quality``), and each
+score, ``pit_w1``, the valid rate and KS@100 (``prompt_scores.sample_quality``), and each
 retention task's headline metric, all with 95% intervals.
 """
 
@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from tabulate import tabulate
 
-from calbench.leaderboard import records
+from calbench.leaderboard import store
 from calbench.leaderboard.checks import RefusedRunError
 from calbench.leaderboard.numbers import (
     EXACT_TASKS,
@@ -55,9 +55,9 @@ from calbench.leaderboard.recipes import (
     train_arguments,
 )
 from calbench.leaderboard.render import BOARD_START, SPLIT_LABELS, board_page
-from calbench.leaderboard.run import WORKDIR, _calbench, _say, run_row, training_failed
-from calbench.metrics.outer import outer_summary
-from calbench.metrics.prompt_records import prompt_rows, sample_quality
+from calbench.leaderboard.rows import WORKDIR, _calbench, _say, run_row, training_failed
+from calbench.metrics.prompt_scores import prompt_rows, sample_quality
+from calbench.metrics.tails import outer_summary
 from calbench.provenance import atomic_write
 from calbench.stats import UNDEFINED, Z95, Estimate, fmt
 from calbench.train_record import logged_loss
@@ -261,7 +261,7 @@ def run_curves(
             if step == 0:
                 _share_base(curves, run)
             path = run_row(recipe, workdir / run.name / "points")
-            record = portable(light(records.load_record(path)), workdir)
+            record = portable(light(store.load_record(path)), workdir)
             marker = json.loads((adapter / "calbench_checkpoint.json").read_text()) if adapter else {}
             cost = summary or {"steps": step, **marker}  # the run's averages, or so far
             examples = step * int(run.train["effective_batch"])
@@ -278,7 +278,7 @@ def run_curves(
                 "seconds_per_step": round(cost.get("wall_seconds", 0.0) / max(cost["steps"], 1), 2),
                 "tokens_per_step": round(cost.get("tokens_seen_rank0", 0) / max(cost["steps"], 1), 1),
             }
-            written.append(records.save_record(record, curves.folder(run.name)))
+            written.append(store.save_record(record, curves.folder(run.name)))
     return written
 
 
@@ -308,7 +308,7 @@ def drop_stale_points(curves: Curves, run: CurveRun, steps: set[int]) -> None:
         step = int(path.stem.removeprefix("step-")) if path.stem.removeprefix("step-").isdigit() else None
         if step is not None and step not in steps:
             _say(f"{run.name}: removing the point at step {step}: not a checkpoint this run scores")
-            records.remove_record(folder, path.stem)
+            store.remove_record(folder, path.stem)
 
 
 LEFT_OUT = ("items", "families")  # per-item retention scores; per-family metrics (from the samples)
@@ -343,10 +343,10 @@ def portable(record: dict[str, Any], workdir: Path) -> dict[str, Any]:
         record["model"]["adapter"] = short(record["model"]["adapter"])
     if isinstance((record.get("recipe") or {}).get("model"), str):  # a full fine-tune's checkpoint is the model
         record["recipe"]["model"] = short(record["recipe"]["model"])
-        record["recipe_sha256"] = records.recipe_hash(record["recipe"])
+        record["recipe_sha256"] = store.recipe_hash(record["recipe"])
     if (record.get("recipe") or {}).get("adapter"):
         record["recipe"]["adapter"]["path"] = short(record["recipe"]["adapter"]["path"])
-        record["recipe_sha256"] = records.recipe_hash(record["recipe"])
+        record["recipe_sha256"] = store.recipe_hash(record["recipe"])
     for evaluation in record["evaluations"].values():
         if isinstance(evaluation.get("command"), str):
             evaluation["command"] = short(evaluation["command"])
@@ -361,10 +361,10 @@ def _share_base(curves: Curves, run: CurveRun) -> None:
     if mine.is_file():
         return
     for theirs in sorted(curves.results_dir.glob("*/step-0000.json")):
-        record = records.load_record(theirs)
+        record = store.load_record(theirs)
         if record["model"].get("pretrained") == run.model:
             record.pop("curve", None)
-            records.save_record(record, curves.folder(run.name))
+            store.save_record(record, curves.folder(run.name))
             return
 
 
@@ -378,7 +378,7 @@ def point_numbers(record: Mapping[str, Any]) -> dict[str, Estimate]:
     if quick is not None and "samples" in quick:
         rows = prompt_rows(quick["samples"])
         out.update(sample_quality(rows))
-        _, tails = outer_summary(rows)  # does training shrink the PIT's tails? (calbench.metrics.outer)
+        _, tails = outer_summary(rows)  # does training shrink the PIT's tails? (calbench.metrics.tails)
         out["outer"], out["far"] = tails["outer"], tails["far"]
     for split, label in SPLIT_LABELS.items():  # a protocol of the prompt sets (generalization.yaml)
         if SPLIT_TASKS[split] in record["tasks"] and QUICK not in record["tasks"]:
@@ -400,7 +400,7 @@ def load_points(curves: Curves) -> dict[str, list[dict[str, Any]]]:
     for run in curves.runs:
         folder = curves.folder(run.name)
         if folder.is_dir():
-            points = sorted(records.load_records(folder), key=lambda r: r.get("curve", {}).get("step", 0))
+            points = sorted(store.load_records(folder), key=lambda r: r.get("curve", {}).get("step", 0))
             if points and all("curve" in p for p in points):
                 out[run.name] = points
     return out
@@ -571,7 +571,7 @@ def write(
     quick = any(QUICK in e.tasks for e in curves.protocol)
     numbers = (
         " The score, pit_w1, valid rate and KS@100 are the quick selection's"
-        " (42 prompts, `calbench.metrics.prompt_records.sample_quality`; KS@100 needs 100 valid answers of a prompt,"
+        " (42 prompts, `calbench.metrics.prompt_scores.sample_quality`; KS@100 needs 100 valid answers of a prompt,"
         " so at 100 samples per prompt it fails any prompt with an invalid one)."
         if quick
         else " Each prompt set's calibration score and Spearman's rho of the laws' and the answers' medians"

@@ -37,17 +37,16 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from calbench.families import FAMILIES
-from calbench.metrics import calibration as n_free
-from calbench.metrics import pit
-from calbench.metrics.outer import location_following
-from calbench.metrics.prompt_records import (
-    Prompt,
+from calbench.metrics import calibration, pit
+from calbench.metrics.calibration import Prompt
+from calbench.metrics.prompt_scores import (
     family_mean_pit_w1,
     ks_pass_share,
     pooled_valid_rate,
     prompt_rows,
     share_below_reference,
 )
+from calbench.metrics.tails import location_following
 from calbench.stats import UNDEFINED, Z95, Estimate, quadrature_mean
 
 NUMERIC_SPLITS = ("unseen", "heldout")
@@ -157,10 +156,10 @@ def _too_few(record: Mapping[str, Any], needed: int) -> str | None:
 def calibration_score(record: Mapping[str, Any]) -> Estimate | str:
     """The sample-size-free calibration score (module docstring); "too few samples" below
     ``M_REF`` samples per prompt; undefined without stored samples of both numeric splits."""
-    if (why := _too_few(record, n_free.M_REF)) is not None:
+    if (why := _too_few(record, calibration.M_REF)) is not None:
         return why
     rows = prompts(record)
-    return UNDEFINED if rows is None else n_free.calibration_score(rows)
+    return UNDEFINED if rows is None else calibration.calibration_score(rows)
 
 
 @_once
@@ -198,15 +197,15 @@ def _split_prompts(record: Mapping[str, Any], split: str) -> dict[str, list[Prom
     if task is None or "samples" not in task:
         return None
     n = task.get("samples_per_prompt")
-    if n is not None and n < n_free.M_REF:
-        return f"too few samples ({n} < {n_free.M_REF})"
+    if n is not None and n < calibration.M_REF:
+        return f"too few samples ({n} < {calibration.M_REF})"
     return prompt_rows(task["samples"])
 
 
 def split_score(record: Mapping[str, Any], split: str) -> Estimate | str:
     """The calibration score on one split's prompts alone (``SPLIT_TASKS``): its families' mean."""
     rows = _split_prompts(record, split)
-    return rows if isinstance(rows, str) else UNDEFINED if rows is None else n_free.calibration_score(rows)
+    return rows if isinstance(rows, str) else UNDEFINED if rows is None else calibration.calibration_score(rows)
 
 
 def split_following(record: Mapping[str, Any], split: str) -> Estimate | str:

@@ -13,8 +13,9 @@ from typing import Any
 import numpy as np
 
 from calbench.families import FAMILIES, ppf, target_from_key
-from calbench.leaderboard.numbers import SAMPLING_TASKS, Prompt, calibration_score, prompts, ranked
+from calbench.leaderboard.numbers import SAMPLING_TASKS, calibration_score, prompts, ranked
 from calbench.metrics import pit
+from calbench.metrics.calibration import Prompt
 from calbench.stats import Z95, Estimate
 
 RANKING = "plots/ranking.png"
@@ -99,7 +100,7 @@ def draw_pit_systems(systems: Sequence[tuple[str, Mapping[str, Sequence[Prompt]]
 
     shown = []
     for name, rows in systems:
-        intervals = [pit.pit_intervals(v, t) for fam in rows.values() for v, _, t in fam if v.size]
+        intervals = [pit.pit_intervals(p.values, p.target) for fam in rows.values() for p in fam if p.values.size]
         if intervals:
             shown.append((name, sum(a.size for a, _ in intervals), pit_histogram(intervals)))
     fig, axes = plt.subplots(1, max(len(shown), 1), figsize=(2.6 * max(len(shown), 1), 2.6), squeeze=False)

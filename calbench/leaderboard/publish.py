@@ -1,7 +1,7 @@
 """The whole leaderboard written from the store: ``calbench leaderboard render``.
 
 The main table, its CSVs and plots (``render``), the protocol table from the protocol runs'
-records (``protocol_table``), each trade-off recipe's table and plot (``tradeoff``) and the
+records (``protocol_page``), each trade-off recipe's table and plot (``tradeoff``) and the
 evaluation section of each row's adapter card (``card``: the adapter's record beside its
 base model's), all from run records alone; the headline and protocol tables are spliced
 into the README.
@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from calbench.leaderboard import card, curves, protocol_table, recipes, render, tails, tradeoff
+from calbench.leaderboard import card, curves, protocol_page, recipes, render, tails_page, tradeoff
 from calbench.leaderboard.checks import RefusedRunError
-from calbench.leaderboard.records import load_records, named_records
-from calbench.metrics import table
+from calbench.leaderboard.store import load_records, named_records
+from calbench.metrics import catalog
 from calbench.provenance import atomic_write
 
-TASKS_README = Path("tasks") / "README.md"  # its metric list is the metric table's
+TASKS_README = Path("tasks") / "README.md"  # its metric list is the metric catalog's
 METRICS_START, METRICS_END = "<!-- metrics:start -->", "<!-- metrics:end -->"
 
 
@@ -33,13 +33,13 @@ def render_all(
     (``readme``), also the metric list of ``tasks/README.md`` beside it; the rows' adapter
     paths are taken from ``root`` (the repository's root)."""
     records = load_records(results_dir)
-    protocol_dir = results_dir / protocol_table.FOLDER
+    protocol_dir = results_dir / protocol_page.FOLDER
     protocol_runs = load_records(protocol_dir) if protocol_dir.is_dir() else []
     if not records and not protocol_runs:
         raise RefusedRunError(f"no run records under {results_dir} or {protocol_dir}")
     written = render.write_all(records, output, readme, draw=draw) if records else []
     if protocol_runs:
-        written += protocol_table.write(protocol_runs, output, readme, draw=draw)
+        written += protocol_page.write(protocol_runs, output, readme, draw=draw)
     stored = {p.stem for p in results_dir.glob("*.json")}
     for path in recipes.of_kind(rows, "tradeoff") if rows is not None and rows.is_dir() else []:
         spec = recipes.load_tradeoff(path)
@@ -59,12 +59,12 @@ def render_all(
                 ends.append((f"{run} step 0", points[0]))  # the base model, once
             if points[-1]["curve"]["step"] > 0:
                 ends.append((f"{run} step {points[-1]['curve']['step']}", points[-1]))
-    written += tails.write(records, output, ends)
+    written += tails_page.write(records, output, ends)
     if rows is not None and rows.is_dir():
         written += cards(rows, results_dir, root)
     tasks_readme = readme.parent / TASKS_README if readme is not None else None
     if tasks_readme is not None and tasks_readme.is_file():
-        text = render.splice_readme(tasks_readme.read_text(), table.markdown(), METRICS_START, METRICS_END)
+        text = render.splice_readme(tasks_readme.read_text(), catalog.markdown(), METRICS_START, METRICS_END)
         atomic_write(tasks_readme, text)
         written.append(tasks_readme)
     return list(dict.fromkeys(written))

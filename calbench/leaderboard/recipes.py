@@ -3,7 +3,7 @@
 A row's recipe (``leaderboards/rows/<row>.yaml``; the row is named after the file) says what
 system it is and what runs on it; ``defaults.yaml`` beside it holds what every row runs, so a
 row states only what differs. ``calbench leaderboard run`` executes a recipe
-(``calbench.leaderboard.run``); the record it writes embeds the resolved recipe and its hash.
+(``calbench.leaderboard.rows``); the record it writes embeds the resolved recipe and its hash.
 
 A row::
 

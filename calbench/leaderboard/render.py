@@ -16,6 +16,7 @@ from typing import Any
 
 from tabulate import tabulate
 
+from calbench.eval_report import code_block
 from calbench.families import split_points
 from calbench.leaderboard import plots
 from calbench.leaderboard.checks import RefusedRunError
@@ -38,18 +39,17 @@ from calbench.leaderboard.numbers import (
     tier_metric,
     valid_rate,
 )
-from calbench.metrics.table import arrow
+from calbench.metrics.catalog import arrow
 from calbench.param_ranges import in_range
 from calbench.provenance import atomic_write
 from calbench.stats import Estimate, fmt
-from calbench.tables import code_block
 
 Cell = Estimate | str  # a value with its standard error, or why there is none
 Column = tuple[str, Callable[[Mapping[str, Any]], Cell]]
 
 
 def _column(label: str, metric: str, fn: Callable[[Mapping[str, Any]], Cell]) -> Column:
-    """A table column headed ``label`` and the metric's direction arrow (``calbench.metrics.table``)."""
+    """A table column headed ``label`` and the metric's direction arrow (``calbench.metrics.catalog``)."""
     return (f"{label} {arrow(metric)}", fn)
 
 
@@ -83,7 +83,7 @@ HEADLINE = (
 )
 
 
-def table(
+def table_rows(
     records: Sequence[Mapping[str, Any]], columns: Sequence[Column], rank: bool = False
 ) -> tuple[list[str], list[list[str]]]:
     headers = [*(["#"] if rank else []), "system", "type", *(c for c, _ in columns)]
@@ -223,7 +223,7 @@ def render(records: Sequence[Mapping[str, Any]], plot_files: Sequence[str] = ())
         "",
     ]
     for key, (title, columns) in TABLES.items():
-        headers, rows = table(order, columns(), rank=key == "headline")
+        headers, rows = table_rows(order, columns(), rank=key == "headline")
         lines += [f"## {title}", "", tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True), ""]
         files[f"tables/{key}.csv"] = csv_text(headers, rows)
     if plot_files:
@@ -270,7 +270,7 @@ NARROW = (
 
 def headline_markdown(records: Sequence[Mapping[str, Any]]) -> str:
     """The README's narrow headline: rank, system, type and ``NARROW``'s columns."""
-    headers, rows = table(ranked(records), NARROW, rank=True)
+    headers, rows = table_rows(ranked(records), NARROW, rank=True)
     return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
 
 

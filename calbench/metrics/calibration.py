@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -41,6 +42,15 @@ from calbench.stats import Estimate, quadrature_mean, rate_se, seed_for
 
 M_REF = 50  # valid answers per chunk: the reference sample size of the score
 COLLAPSED = 0.25  # pit_w1 of a sampler collapsed on the median: the zero of the score
+
+
+class Prompt(NamedTuple):
+    """What the score reads of one prompt: its valid answers in their order, its number of
+    responses (valid or not) and its law."""
+
+    values: np.ndarray
+    n: int
+    target: Target
 
 
 def collapsed_distance(target: Target) -> float:
@@ -96,10 +106,10 @@ def prompt_score(values: Sequence[float] | np.ndarray, n: int, target: Target) -
     return Estimate(v * q, math.hypot(q * v_se, v * q_se))
 
 
-def calibration_score(prompts: Mapping[str, Sequence[tuple[Sequence[float] | np.ndarray, int, Target]]]) -> Estimate:
+def calibration_score(prompts: Mapping[str, Sequence[Prompt]]) -> Estimate:
     """100 x the mean over families (keys) of the mean over their prompts' scores."""
     families = [
-        quadrature_mean([prompt_score(values, n, t) for values, n, t in rows], nan="propagate")
+        quadrature_mean([prompt_score(p.values, p.n, p.target) for p in rows], nan="propagate")
         for rows in prompts.values()
     ]
     mean = quadrature_mean(families, nan="propagate")

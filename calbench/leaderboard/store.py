@@ -11,7 +11,7 @@ refused (``calbench.leaderboard.checks``).
 
 What the analyses need beyond the metrics is kept beside each record, in
 ``samples/<name>.json``: the valid answers of every numeric sampling task (any protocol),
-from which the scores and plots are computed (``calbench.metrics.prompt_records``), and the
+from which the scores and plots are computed (``calbench.metrics.prompt_scores``), and the
 per-item scores of every other task that logged its samples (the retention suite's and
 NoveltyBench's items, each sample-free prompt's record), from which ``calbench
 retention-delta`` and the trade-off pair items. lm-eval's raw output is not needed after.
@@ -28,7 +28,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from calbench import lm_eval_io, protocols, tables
+from calbench import eval_report, lm_eval_io, protocols
 from calbench.leaderboard.checks import (
     ENTRY_TYPES,
     SCHEMA,
@@ -39,7 +39,7 @@ from calbench.leaderboard.checks import (
     validate_record,
     validate_stored,
 )
-from calbench.metrics.prompt_records import prompt_values
+from calbench.metrics.prompt_scores import prompt_values
 from calbench.provenance import (
     LinkedPathError,
     atomic_write,
@@ -64,7 +64,7 @@ def _estimates(e: Mapping[str, Estimate]) -> dict[str, list[float | None]]:
 def _task_metrics(task_results: Mapping[str, Any], task: str) -> dict[str, Any]:
     overall = _estimates(lm_eval_io.overall_metrics(task_results))
     if task.startswith("calbench_numeric"):
-        _, families = lm_eval_io.read_task(task_results, tables.metrics_of(task_results))
+        _, families = lm_eval_io.read_task(task_results, eval_report.metrics_of(task_results))
         return {"overall": overall, "families": {f: _estimates(e) for f, e in families.items()}}
     return {"overall": overall}
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from calbench import cli, lm_eval_io, runner
-from calbench.leaderboard import checks, records
+from calbench import cli, evaluation, lm_eval_io
+from calbench.leaderboard import checks, store
 from calbench.leaderboard.checks import RefusedRunError
 from calbench.policy import PURE_SAMPLING
 
@@ -73,7 +73,7 @@ def test_a_generation_config_that_changes_sampling_is_refused_unless_overridden(
 
 
 def test_every_task_overrides_the_usual_generation_config_setting():
-    loaded = runner.task_manager({"calbench_terminator": "<e>"}, include_defaults=False).load(
+    loaded = evaluation.task_manager({"calbench_terminator": "<e>"}, include_defaults=False).load(
         ["calbench_numeric_quick"]
     )
     gen = loaded["tasks"]["calbench_numeric_quick"].config.generation_kwargs
@@ -98,12 +98,12 @@ def test_record_names_are_names_not_paths(name, tmp_path, capsys):
 
 
 def _store_with(tmp_path: Path, change) -> Path:
-    store = tmp_path / "store"
-    store.mkdir()
+    store_dir = tmp_path / "store"
+    store_dir.mkdir()
     record = json.loads((STORE / "oracle.json").read_text())
     change(record)
-    (store / "oracle.json").write_text(json.dumps(record))
-    return store
+    (store_dir / "oracle.json").write_text(json.dumps(record))
+    return store_dir
 
 
 @pytest.mark.parametrize(
@@ -130,22 +130,24 @@ def _store_with(tmp_path: Path, change) -> Path:
     ],
 )
 def test_records_are_validated_on_load_naming_file_and_field(tmp_path, change, field):
-    store = _store_with(tmp_path, change)
+    store_dir = _store_with(tmp_path, change)
     with pytest.raises(RefusedRunError) as err:
-        records.load_records(store)
-    assert str(store / "oracle.json") in str(err.value) and field in str(err.value), str(err.value)
+        store.load_records(store_dir)
+    assert str(store_dir / "oracle.json") in str(err.value) and field in str(err.value), str(err.value)
 
 
 def test_the_committed_records_all_validate():
-    loaded = records.load_records(STORE)
+    loaded = store.load_records(STORE)
     assert [r["name"] for r in loaded] == [p.stem for p in sorted(STORE.glob("*.json"))]  # every file, in file order
     for record in loaded:
         checks.validate_record(copy.deepcopy(record))
 
 
 def test_a_render_of_bad_records_fails_with_the_reason(tmp_path, capsys):
-    store = _store_with(tmp_path, lambda r: r["tasks"]["calbench_numeric_unseen"]["overall"].update(valid_rate=[7, 0]))
-    assert cli.main(["leaderboard", "render", "--results-dir", str(store), "--output", str(tmp_path / "o")]) == 2
+    store_dir = _store_with(
+        tmp_path, lambda r: r["tasks"]["calbench_numeric_unseen"]["overall"].update(valid_rate=[7, 0])
+    )
+    assert cli.main(["leaderboard", "render", "--results-dir", str(store_dir), "--output", str(tmp_path / "o")]) == 2
     assert "valid_rate lies in [0, 1], got 7" in capsys.readouterr().err
 
 
@@ -153,19 +155,19 @@ def test_a_render_of_bad_records_fails_with_the_reason(tmp_path, capsys):
 def test_each_record_takes_the_samples_log_of_its_own_run(tmp_path):
     folder = tmp_path / "runs"
     for n in (10, 20):  # two runs into one folder: the second one's logs are newer
-        runner.evaluate("calbench-oracle", ["calbench_numeric_unseen"], num_samples=n, output_path=folder)
+        evaluation.evaluate("calbench-oracle", ["calbench_numeric_unseen"], num_samples=n, output_path=folder)
     first, second = sorted(folder.rglob("results_*.json"))
     for path, n in ((first, 10), (second, 20)):
-        record = records.build_record("oracle", "reference", [path], "c")
+        record = store.build_record("oracle", "reference", [path], "c")
         task = record["tasks"]["calbench_numeric_unseen"]
         assert task["samples_per_prompt"] == n and all(p["n"] == n for p in task["samples"])
     log = next(first.parent.glob(f"samples_calbench_numeric_unseen_{first.stem.removeprefix('results_')}.jsonl"))
     log.unlink()
     with pytest.raises(RefusedRunError, match=r"no samples log .* of this run \(only other runs' logs: samples_"):
-        records.build_record("oracle", "reference", [first], "c")
+        store.build_record("oracle", "reference", [first], "c")
     log.write_text("")
     with pytest.raises(RefusedRunError, match="the samples log is empty"):
-        records.build_record("oracle", "reference", [first], "c")
+        store.build_record("oracle", "reference", [first], "c")
     shutil.rmtree(folder)
 
 

@@ -44,8 +44,8 @@ import numpy as np
 from scipy import stats
 
 from calbench.families import Target
+from calbench.metrics.calibration import Prompt
 from calbench.metrics.pit import pit_intervals
-from calbench.metrics.prompt_records import Prompt  # (valid answers, responses, law)
 from calbench.stats import UNDEFINED, Estimate, family_means, rate_se, sample_mean
 
 TAIL = 0.05  # each side: the outer 10% of the law
@@ -133,14 +133,14 @@ def outer_summary(
 ) -> tuple[dict[str, dict[str, Estimate]], dict[str, Estimate]]:
     """(per family, overall) means of the shares: the mean over a family's prompts, then equal
     weight over families; prompts without a valid answer are left out (a family without any: too)."""
-    groups = {f: [outer_of(v, t) for v, _, t in prompts] for f, prompts in rows.items()}
+    groups = {f: [outer_of(p.values, p.target) for p in prompts] for f, prompts in rows.items()}
     groups = {f: [o for o in outers if o.valid] for f, outers in groups.items()}
     groups = {f: outers for f, outers in groups.items() if outers}
     return family_means(groups, SHARES, Outer.estimate)
 
 
 def _medians(prompts: Sequence[Prompt]) -> tuple[np.ndarray, np.ndarray]:
-    kept = [(float(t.law.median()), float(np.median(v))) for v, _, t in prompts if v.size >= MIN_VALID]
+    kept = [(float(p.target.law.median()), float(np.median(p.values))) for p in prompts if p.values.size >= MIN_VALID]
     law, model = (np.array(c, dtype=float) for c in zip(*kept, strict=True)) if kept else (np.array([]),) * 2
     return law, model
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from calbench.leaderboard import checks, records
+from calbench.leaderboard import checks, store
 from calbench.leaderboard.checks import RefusedRunError
-from calbench.metrics import table
-from calbench.metrics.table import METRICS
+from calbench.metrics import catalog
+from calbench.metrics.catalog import METRICS
 
 ROOT = Path(__file__).resolve().parents[1]
 STORE = ROOT / "leaderboards" / "results"
@@ -22,8 +22,8 @@ def test_every_reported_metric_is_in_the_table_with_lm_evals_direction(calbench_
     seen = set()
     for task in calbench_tasks.values():  # calbench's task classes and plain lm-eval ones (mmlu_mini)
         for key, higher in task.higher_is_better().items():
-            metric = table.find(key)
-            assert metric is not None, f"{task.config.task}: {key} is not in calbench.metrics.table"
+            metric = catalog.find(key)
+            assert metric is not None, f"{task.config.task}: {key} is not in calbench.metrics.catalog"
             assert higher == (metric.better == "higher"), key
             seen.add(metric.name)
     assert {"valid_rate", "w1_iqr", "canonical_mass", "support_90", "parse_rate", "distinct_lite"} <= seen
@@ -37,11 +37,11 @@ def test_every_reported_metric_is_in_the_table_with_lm_evals_direction(calbench_
 
 
 def test_keys_resolve_to_their_metric():
-    assert table.base_name("valid_rate/gaussian_stderr") == "valid_rate"
-    assert table.base_name("w1_iqr_median") == "w1_iqr" and table.base_name("support_90_median") == "support_90"
-    assert table.higher_is_better("valid_rate/gaussian_stderr") and not table.higher_is_better("w1_iqr_median")
-    assert table.arrow("canonical_mass") == "↑" and table.arrow("seq_kl") == "↓" and table.arrow("freq_A") == ""
-    assert table.find("acc_norm") is None and not table.higher_is_better("acc_norm")  # an lm-eval task's own
+    assert catalog.base_name("valid_rate/gaussian_stderr") == "valid_rate"
+    assert catalog.base_name("w1_iqr_median") == "w1_iqr" and catalog.base_name("support_90_median") == "support_90"
+    assert catalog.higher_is_better("valid_rate/gaussian_stderr") and not catalog.higher_is_better("w1_iqr_median")
+    assert catalog.arrow("canonical_mass") == "↑" and catalog.arrow("seq_kl") == "↓" and catalog.arrow("freq_A") == ""
+    assert catalog.find("acc_norm") is None and not catalog.higher_is_better("acc_norm")  # an lm-eval task's own
 
 
 def test_every_metric_has_a_meaning_and_a_range():
@@ -52,7 +52,7 @@ def test_every_metric_has_a_meaning_and_a_range():
 
 @pytest.fixture(scope="module")
 def stored():
-    return records.load_records(STORE)
+    return store.load_records(STORE)
 
 
 def test_every_committed_value_lies_in_its_range(stored):
@@ -62,7 +62,7 @@ def test_every_committed_value_lies_in_its_range(stored):
             pairs = [*entry["overall"].items(), *(p for f in entry.get("families", {}).values() for p in f.items())]
             for key, (value, _) in pairs:
                 if value is not None:
-                    assert METRICS[table.base_name(key)].allows(value), (record["name"], key, value)
+                    assert METRICS[catalog.base_name(key)].allows(value), (record["name"], key, value)
                     checked += 1
     assert checked > 3000
 
@@ -100,6 +100,6 @@ def test_an_lm_eval_tasks_own_metric_has_no_range_but_must_be_finite(stored):
 def test_the_docs_show_the_table():
     text = (ROOT / "tasks" / "README.md").read_text()
     start, end = "<!-- metrics:start -->", "<!-- metrics:end -->"
-    assert text.split(start, 1)[1].split(end, 1)[0].strip() == table.markdown(), (
+    assert text.split(start, 1)[1].split(end, 1)[0].strip() == catalog.markdown(), (
         "tasks/README.md's metric table is stale: calbench leaderboard render"
     )

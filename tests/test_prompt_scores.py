@@ -12,7 +12,7 @@ from calbench import stats
 from calbench.backends.references import format_answer, mode
 from calbench.families import make_target
 from calbench.metrics import sampling
-from calbench.metrics.prompt_records import PromptScore, score_prompt, summarize
+from calbench.metrics.prompt_scores import PromptScore, score_prompt, summarize
 from calbench.stats import Estimate
 
 BINOMIAL = make_target("binomial", {"n": 25, "p": 0.5})

@@ -52,7 +52,7 @@ ANY = (-INF, INF)
 METRICS: dict[str, Metric] = {
     m.name: m
     for m in (
-        # numeric sampling (calbench.metrics.prompt_records)
+        # numeric sampling (calbench.metrics.prompt_scores)
         _m("w1", "lower", *DISTANCE, "Wasserstein-1 distance of the valid answers to the law"),
         _m("w1_iqr", "lower", *DISTANCE, "w1 divided by the law's interquartile range"),
         _m("excess_w1", "lower", *ANY, "w1 minus what exact draws score at the same sample size (0: exact)"),

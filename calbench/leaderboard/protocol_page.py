@@ -2,7 +2,7 @@
 
 Reads the run records of protocol runs (``leaderboards/results/protocols/``: one record per
 system, built by ``calbench leaderboard add`` from ``leaderboards/protocols-cpu/run.sh``'s
-outputs; ``leaderboards/protocols-cpu/records.sh``), re-scores each (system, protocol) from its
+outputs; ``leaderboards/protocols-cpu/store.sh``), re-scores each (system, protocol) from its
 stored samples as the leaderboard does (valid rate, the calibration score, ``pit_w1``, KS@N)
 and adds from the record's metrics the excess W1/IQR median, the well-formed rate and the
 generated tokens per valid sample. ``calbench leaderboard render`` writes the table
@@ -20,14 +20,14 @@ from typing import Any
 from tabulate import tabulate
 
 from calbench import protocols
-from calbench.leaderboard import checks, numbers, plots, records
+from calbench.eval_report import code_span
+from calbench.leaderboard import checks, numbers, plots
 from calbench.leaderboard.render import csv_text, splice_readme
-from calbench.metrics import calibration as n_free
-from calbench.metrics import prompt_records
-from calbench.metrics.table import arrow
+from calbench.metrics import calibration, prompt_scores
+from calbench.metrics.catalog import arrow
 from calbench.protocols import PROTOCOLS
+from calbench.provenance import atomic_write
 from calbench.stats import Z95, Estimate, fmt
-from calbench.tables import code_span
 
 ORDER = ("independent", *PROTOCOLS)
 QUICK = "calbench_numeric_quick"
@@ -41,11 +41,11 @@ class Run:
     system: str
     protocol: str
     overall: Mapping[str, Any]  # the record's [value, se] pairs
-    rows: Mapping[str, Sequence[prompt_records.Prompt]]
+    rows: Mapping[str, Sequence[calibration.Prompt]]
 
     @property
     def samples_per_prompt(self) -> int:
-        return max(n for family in self.rows.values() for _, n, _ in family)
+        return max(p.n for family in self.rows.values() for p in family)
 
 
 def load_runs(stored: Sequence[Mapping[str, Any]]) -> list[Run]:
@@ -62,7 +62,7 @@ def load_runs(stored: Sequence[Mapping[str, Any]]) -> list[Run]:
             if "samples" not in entry:
                 raise checks.RefusedRunError(f"{record['name']}: {task} has no stored samples")
             found[protocol] = Run(
-                record["name"], protocol, entry["overall"], prompt_records.prompt_rows(entry["samples"])
+                record["name"], protocol, entry["overall"], prompt_scores.prompt_rows(entry["samples"])
             )
         runs += [found[p] for p in ORDER if p in found]
     if not runs:
@@ -71,7 +71,7 @@ def load_runs(stored: Sequence[Mapping[str, Any]]) -> list[Run]:
 
 
 def cells(run: Run, ks_n: int) -> list[Estimate]:
-    q = prompt_records.sample_quality(run.rows, ks_n)
+    q = prompt_scores.sample_quality(run.rows, ks_n)
     undefined = Estimate(math.nan, math.nan)  # the independent tasks report no protocol diagnostics
 
     def extra(metric: str) -> Estimate:
@@ -88,7 +88,7 @@ def cells(run: Run, ks_n: int) -> list[Estimate]:
     ]
 
 
-def table(runs: Sequence[Run], ks_n: int = n_free.M_REF) -> tuple[list[str], list[list[str]]]:
+def table(runs: Sequence[Run], ks_n: int = calibration.M_REF) -> tuple[list[str], list[list[str]]]:
     headers = [
         "system",
         "protocol",
@@ -130,7 +130,7 @@ def draw_gap(runs: Sequence[Run], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6.5, 3.4))
     systems = list(dict.fromkeys(r.system for r in runs))
     for system in systems:
-        by_protocol = {r.protocol: n_free.calibration_score(r.rows) for r in runs if r.system == system}
+        by_protocol = {r.protocol: calibration.calibration_score(r.rows) for r in runs if r.system == system}
         scores = [by_protocol.get(p, Estimate(math.nan, math.nan)) for p in ORDER]  # a gap where one is missing
         ax.errorbar(
             range(len(ORDER)),
@@ -174,7 +174,7 @@ def write(stored: Sequence[Mapping[str, Any]], out: Path, readme: Path | None, d
     files, block = _page(runs, stored)
     written = []
     for name, content in files.items():
-        records.atomic_write(out / name, content)
+        atomic_write(out / name, content)
         written.append(out / name)
     if draw:
         draw_gap(runs, out / PLOT)

@@ -28,8 +28,8 @@ from calbench.lm_eval_io import (
     read_task,
     samples_log,
 )
-from calbench.metrics import calibration, outer, prompt_records
-from calbench.metrics.table import arrow
+from calbench.metrics import calibration, prompt_scores, tails
+from calbench.metrics.catalog import arrow
 from calbench.protocols import PROTOCOLS
 from calbench.stats import Estimate, fmt
 
@@ -104,7 +104,7 @@ def overall_table(systems: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
 
 def quality_table(results_file: Path, tasks: Sequence[str]) -> str:
     """Per sampling task of one run, from its samples log: the calibration score, the valid rate,
-    pit_w1, the PIT's outer and far shares (``calbench.metrics.outer``) and Spearman's rho between
+    pit_w1, the PIT's outer and far shares (``calbench.metrics.tails``) and Spearman's rho between
     the laws' and the answers' medians over its prompts: the leaderboard's numbers for any task,
     ``calbench_numeric_train`` among them. Tasks without a samples log are left out ("" if all are)."""
     rows = []
@@ -114,13 +114,13 @@ def quality_table(results_file: Path, tasks: Sequence[str]) -> str:
         except LmEvalOutputError:
             continue
         protocol = next((p for p in PROTOCOLS if task.endswith(f"_{p}")), "independent")
-        prompts = prompt_records.prompt_rows(prompt_records.prompt_values(read_samples(log), str(log), protocol))
-        quality = prompt_records.sample_quality(prompts)
-        _, shares = outer.outer_summary(prompts)
-        follows = outer.location_following([p for family in prompts.values() for p in family])
+        prompts = prompt_scores.prompt_rows(prompt_scores.prompt_values(read_samples(log), str(log), protocol))
+        quality = prompt_scores.sample_quality(prompts)
+        _, shares = tails.outer_summary(prompts)
+        follows = tails.location_following([p for family in prompts.values() for p in family])
         cells = [quality["calibration_score"], quality["valid_rate"], quality["pit_w1"], shares["outer"], shares["far"]]
         shown = [*map(fmt, cells), fmt(follows)]
-        fewest = min((n for family in prompts.values() for _, n, _ in family), default=0)
+        fewest = min((p.n for family in prompts.values() for p in family), default=0)
         if fewest < calibration.M_REF:  # the score is defined from M_REF samples per prompt on
             shown[0] = f"n/a ({fewest} < {calibration.M_REF} samples per prompt)"
         rows.append([task, *shown])

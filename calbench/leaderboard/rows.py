@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from calbench import lm_eval_io, model_catalogue
-from calbench.leaderboard import records
+from calbench.leaderboard import store
 from calbench.leaderboard.checks import RefusedRunError
 from calbench.leaderboard.recipes import Evaluation, Recipe, RecipeError, train_arguments
 from calbench.provenance import sha256_json, weights_hash, write_json
@@ -229,9 +229,9 @@ def part_of_output(recipe: Recipe, evaluation: Evaluation, out: Path, marker: Ma
     """An evaluation's part of the record, from its finished output."""
     meta = {k: marker[k] for k in ("recipe_sha256", "command", "seconds")}
     if evaluation.kind == "drift":
-        drift = records.adapter_drift(out / str(marker["result"]), recipe.adapter)
+        drift = store.adapter_drift(out / str(marker["result"]), recipe.adapter)
         return {**meta, "tasks": {}, "drift": drift}
-    part = records.evaluation_part(out / str(marker["result"]), evaluation.name)
+    part = store.evaluation_part(out / str(marker["result"]), evaluation.name)
     return {**part, **meta}
 
 
@@ -284,7 +284,7 @@ def check_same_recipe(recipe: Recipe, stored: Mapping[str, Any], results_dir: Pa
 def existing_record(recipe: Recipe, results_dir: Path) -> dict[str, Any] | None:
     if not (results_dir / f"{recipe.name}.json").is_file():
         return None
-    return records.named_records(results_dir, [recipe.name])[0]
+    return store.named_records(results_dir, [recipe.name])[0]
 
 
 def run_row(
@@ -333,8 +333,8 @@ def run_row(
         else:
             _say(f"{step}: not run (left out by --only)")
     drift = next((p["drift"] for p in parts.values() if "drift" in p), None)
-    record = records.assemble_record(recipe.name, recipe.type, recipe.command, parts, drift, recipe.resolved())
-    path = records.save_record(record, results_dir)
+    record = store.assemble_record(recipe.name, recipe.type, recipe.command, parts, drift, recipe.resolved())
+    path = store.save_record(record, results_dir)
     _say(f"{recipe.name}: record {path}")
     return path
 

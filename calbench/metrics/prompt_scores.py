@@ -45,6 +45,7 @@ import numpy as np
 
 from calbench.families import FAMILIES, Target, make_target, target_from_key
 from calbench.metrics import calibration, moments, pit, protocol_diagnostics, sampling
+from calbench.metrics.calibration import Prompt
 from calbench.parse import classify
 from calbench.stats import (
     UNDEFINED,
@@ -241,8 +242,6 @@ def summarize(records: Iterable[PromptScore]) -> Summary:
 
 # ---------------------------------------------------------------- stored valid answers
 
-Prompt = tuple[np.ndarray, int, Target]  # valid answers in order, responses, the law
-
 
 def prompt_values(
     samples: Iterable[Mapping[str, Any]], where: str = "samples", protocol: str = "independent"
@@ -282,19 +281,19 @@ def prompt_rows(stored: Iterable[Mapping[str, Any]]) -> dict[str, list[Prompt]]:
     out: dict[str, list[Prompt]] = {}
     for p in stored:
         out.setdefault(p["family"], []).append(
-            (np.asarray(p["values"], dtype=float), int(p["n"]), target_from_key(p["target"]))
+            Prompt(np.asarray(p["values"], dtype=float), int(p["n"]), target_from_key(p["target"]))
         )
     return out
 
 
 def share_below_reference(rows: Mapping[str, Sequence[Prompt]]) -> Estimate:
-    counts = [values.size for family in rows.values() for values, _, _ in family]
+    counts = [p.values.size for family in rows.values() for p in family]
     return Estimate(sum(c < calibration.M_REF for c in counts) / len(counts), 0.0)
 
 
 def pooled_valid_rate(rows: Mapping[str, Sequence[Prompt]]) -> Estimate:
     """Mean over families of each family's valid answers over its responses (Agresti-Coull SEs)."""
-    families = [rate(sum(v.size for v, _, _ in f), sum(k for _, k, _ in f)) for f in rows.values()]
+    families = [rate(sum(p.values.size for p in f), sum(p.n for p in f)) for f in rows.values()]
     return quadrature_mean(families, nan="propagate")
 
 
@@ -304,8 +303,10 @@ def family_mean_pit_w1(rows: Mapping[str, Sequence[Prompt]]) -> Estimate:
     families = []
     for family in rows.values():
         per_prompt = [
-            Estimate(pit.pit_w1(*pit.pit_intervals(v, t)), pit.pit_w1_se(v, t)) if v.size else UNDEFINED
-            for v, _, t in family
+            Estimate(pit.pit_w1(*pit.pit_intervals(p.values, p.target)), pit.pit_w1_se(p.values, p.target))
+            if p.values.size
+            else UNDEFINED
+            for p in family
         ]
         families.append(quadrature_mean(per_prompt, nan="propagate"))
     return quadrature_mean(families, nan="propagate")
@@ -323,5 +324,5 @@ def sample_quality(rows: Mapping[str, Sequence[Prompt]], ks_n: int = pit.KS_N) -
 
 def ks_pass_share(rows: Mapping[str, Sequence[Prompt]], n: int = pit.KS_N) -> Estimate:
     """The share of prompts whose first ``n`` valid answers pass the KS test (fewer fail)."""
-    passed = [pit.ks_at_n(v, t, n) for family in rows.values() for v, _, t in family]
+    passed = [pit.ks_at_n(p.values, p.target, n) for family in rows.values() for p in family]
     return rate(sum(passed), len(passed))

@@ -1,4 +1,4 @@
-"""``leaderboards/tails.md``: where each row's PIT tails come from (``calbench.metrics.outer``),
+"""``leaderboards/tails.md``: where each row's PIT tails come from (``calbench.metrics.tails``),
 from the records' stored samples alone.
 
 One table of every row with stored numeric samples, split by split (the outer share, low and
@@ -20,8 +20,9 @@ from tabulate import tabulate
 
 from calbench.leaderboard.curves import QUICK
 from calbench.leaderboard.numbers import NUMERIC_SPLITS, SAMPLING_TASKS, ranked
-from calbench.metrics import outer
-from calbench.metrics.prompt_records import Prompt, prompt_rows
+from calbench.metrics import tails
+from calbench.metrics.calibration import Prompt
+from calbench.metrics.prompt_scores import prompt_rows
 from calbench.provenance import atomic_write
 from calbench.stats import fmt
 
@@ -50,11 +51,11 @@ def _rows_of(record: Mapping[str, Any], task: str) -> dict[str, list[Prompt]] | 
 
 
 def summary_row(name: str, task: str, rows: Mapping[str, Sequence[Prompt]]) -> list[str]:
-    _, overall = outer.outer_summary(rows)
+    _, overall = tails.outer_summary(rows)
     prompts = [p for family in rows.values() for p in family]
-    following = [outer.location_following(prompts), outer.within_family_following(rows)]
+    following = [tails.location_following(prompts), tails.within_family_following(rows)]
     shares = [fmt(overall[s]) for s in ("outer", "low", "high", "far", "scale", "echo")]
-    answered = sum(values.size > 0 for values, _, _ in prompts)
+    answered = sum(p.values.size > 0 for p in prompts)
     return [name, SPLITS[task], f"{answered} of {len(prompts)}", *shares, *map(fmt, following)]
 
 
@@ -68,9 +69,10 @@ def _adapter_prompts(adapters: Sequence[Mapping[str, Any]]) -> str:
     for split in NUMERIC_SPLITS:
         per_adapter = [_rows_of(a, SAMPLING_TASKS[split]) or {} for a in adapters]
         for family, prompts in per_adapter[0].items():
-            for i, (_, _, target) in enumerate(prompts):
-                answers = [rows[family][i][0] if family in rows else np.array([]) for rows in per_adapter]
-                outers = [outer.outer_of(values, target) for values in answers]
+            for i, prompt in enumerate(prompts):
+                target = prompt.target
+                answers = [rows[family][i].values if family in rows else np.array([]) for rows in per_adapter]
+                outers = [tails.outer_of(values, target) for values in answers]
                 cells = [
                     f"{o.outer:.2f}, {float(np.median(values)):.4g}" if o.valid else "no valid answer"
                     for o, values in zip(outers, answers, strict=True)
@@ -101,16 +103,16 @@ def render(records: Sequence[Mapping[str, Any]], curve_points: Sequence[tuple[st
     text = (
         "# Where the PIT's tails come from\n\n"
         "Rendered by `calbench leaderboard render` from the records' stored samples"
-        " (definitions: `calbench/metrics/outer.py`). Of each prompt's valid answers: the share whose PIT lies"
-        f" in the law's outer {2 * outer.TAIL:.0%} (**outer**, below {outer.TAIL:g} = **low**, above"
-        f" {1 - outer.TAIL:g} = **high**; exact draws: {outer.TAIL:g} each), the share beyond the law's"
-        f" {outer.FAR:g} and {1 - outer.FAR:g} quantiles (**far**; exact draws: {2 * outer.FAR:g}), the far answers"
-        f" at least {outer.SCALE:g} times too large or too small for the law (**x10 scale**), and the outer mass on a"
+        " (definitions: `calbench/metrics/tails.py`). Of each prompt's valid answers: the share whose PIT lies"
+        f" in the law's outer {2 * tails.TAIL:.0%} (**outer**, below {tails.TAIL:g} = **low**, above"
+        f" {1 - tails.TAIL:g} = **high**; exact draws: {tails.TAIL:g} each), the share beyond the law's"
+        f" {tails.FAR:g} and {1 - tails.FAR:g} quantiles (**far**; exact draws: {2 * tails.FAR:g}), the far answers"
+        f" at least {tails.SCALE:g} times too large or too small for the law (**x10 scale**), and the outer mass on a"
         " value of the prompt's parameters or an end of the support (**echo**); each the mean over a family's"
         " prompts, then over families (± the 95% interval's half-width). **Medians follow**: Spearman's rank correlation over"
         " the split's prompts between the law's median and the median valid answer (1: the answers move with"
         " the law; exact draws: about 1); **within families**: the same within each family that has at least"
-        f" {outer.MIN_PROMPTS} prompts, averaged over those families. Answers outside the law's support are"
+        f" {tails.MIN_PROMPTS} prompts, averaged over those families. Answers outside the law's support are"
         " not valid and are not counted here (the records' `support_violation_rate`).\n\n"
         + tabulate(table, headers=HEADERS, tablefmt="github", disable_numparse=True)
         + "\n"
