@@ -94,10 +94,16 @@ def cmd_noveltybench(args: argparse.Namespace) -> int:
     try:
         logs = [lm_eval_io.noveltybench_log(path) for path in args.samples]
         items = [
-            (split, noveltybench.items_of(samples, str(path)))
+            (split, lm_eval_io.noveltybench_items(samples, str(path)))
             for (split, samples), path in zip(logs, args.samples, strict=True)
         ]
-        scored = noveltybench.score_splits(items, full=args.full, device=args.device)
+        if args.full:  # the hub models: a download, and a GPU for the reward model
+            from calbench.backends import noveltybench as models
+
+            equivalent, rate = models.classifier_equivalence(args.device), models.reward_ratings(args.device)
+            scored = noveltybench.score_splits(items, equivalent, rate)
+        else:
+            scored = noveltybench.score_splits(items)
     except (ValueError, OSError) as err:
         return _fail("noveltybench", err)
     print(noveltybench.summary_text(scored))

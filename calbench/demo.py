@@ -21,7 +21,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from calbench import eval_report, evaluation, model_catalogue
+from calbench import eval_report, evaluation, lm_eval_io, model_catalogue
 from calbench.metrics import calibration, prompt_scores
 from calbench.metrics.catalog import arrow
 from calbench.stats import fmt
@@ -88,7 +88,7 @@ def evaluate(system: System, output: Path, num_samples: int, batch_size: int) ->
     )
     samples = results["samples"][TASK]
     example = next((s for s in samples if s["doc"]["target"] == EXAMPLE_TARGET), samples[0])
-    rows = prompt_scores.prompt_rows(prompt_scores.prompt_values(samples, TASK))
+    rows = prompt_scores.prompt_rows(lm_eval_io.prompt_values(samples, TASK))
     return Outcome(system.name, results["results"][TASK], rows, example["resps"][0][:2])
 
 

@@ -3,15 +3,11 @@
 ``fmt`` writes an estimate as its value ± the half-width of its 95% interval (1.96
 standard errors); ``numeric_table`` prints a numeric task's families as rows, one line per
 system; ``overall_table`` the transfer tasks' overall metrics. The results are read with
-``calbench.lm_eval_io``. ``code_block`` and ``code_span`` show any text as code in a
-rendered page: a command with backticks or a code fence in it stays code (CommonMark closes
-a fence or span only with a backtick run of its own length, so the delimiters are longer
-than any run inside).
+``calbench.lm_eval_io``.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,10 +16,13 @@ from tabulate import tabulate
 
 from calbench.families import FAMILIES
 from calbench.lm_eval_io import (
+    SAMPLING_METRICS,
     LmEvalOutputError,
     load_results,
+    metrics_of,
     model_label,
     overall_metrics,
+    prompt_values,
     read_samples,
     read_task,
     samples_log,
@@ -32,17 +31,6 @@ from calbench.metrics import calibration, prompt_scores, tails
 from calbench.metrics.catalog import arrow
 from calbench.protocols import PROTOCOLS
 from calbench.stats import Estimate, fmt
-
-SAMPLING_METRICS = ("w1", "w1_iqr", "excess_w1", "excess_w1_iqr", "valid_rate")
-LIKELIHOOD_METRICS = ("seq_kl", "canonical_mass", "exact_w1_iqr", "logit_kl")
-ENUMERATION_METRICS = ("valid_mass", "enum_w1_iqr", "enum_w1_iqr_bound", "enum_pit_w1", "residual_mass")
-
-
-def metrics_of(task_results: Mapping[str, Any]) -> tuple[str, ...]:
-    """The table columns for a calbench task's results (sampling, sample-free or likelihood)."""
-    if "w1_iqr,samples" in task_results:
-        return SAMPLING_METRICS
-    return ENUMERATION_METRICS if any(k.startswith("enum_w1_iqr,") for k in task_results) else LIKELIHOOD_METRICS
 
 
 def overall_metric(task_results: Mapping[str, Any], metric: str) -> Estimate:
@@ -114,7 +102,7 @@ def quality_table(results_file: Path, tasks: Sequence[str]) -> str:
         except LmEvalOutputError:
             continue
         protocol = next((p for p in PROTOCOLS if task.endswith(f"_{p}")), "independent")
-        prompts = prompt_scores.prompt_rows(prompt_scores.prompt_values(read_samples(log), str(log), protocol))
+        prompts = prompt_scores.prompt_rows(prompt_values(read_samples(log), str(log), protocol))
         quality = prompt_scores.sample_quality(prompts)
         _, shares = tails.outer_summary(prompts)
         follows = tails.location_following([p for family in prompts.values() for p in family])
@@ -150,21 +138,3 @@ def summaries(results_file: Path) -> str:
         parts.append(f"\ncalbench: {task} — {model}\n" + overall_table([(model, results["results"][task])]))
     parts.append(f"\nresults: {results_file}")
     return "\n".join(parts)
-
-
-def _longest_backticks(text: str) -> int:
-    return max((len(m) for m in re.findall(r"`+", text)), default=0)
-
-
-def code_block(text: str, language: str = "") -> list[str]:
-    """The lines of a fenced code block holding ``text``."""
-    fence = "`" * max(3, _longest_backticks(text) + 1)
-    return [fence + language, text, fence]
-
-
-def code_span(text: str) -> str:
-    """``text`` as inline code (on one line)."""
-    text = " ".join(text.split("\n"))
-    ticks = "`" * (_longest_backticks(text) + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{ticks}{pad}{text}{pad}{ticks}"

@@ -1,10 +1,14 @@
-"""Everything that reads what lm-eval wrote: results files, samples logs and their names.
+"""Everything that reads what lm-eval wrote or installed: results files, samples logs and their
+names, the records in a log, and the MMLU exemplars the retention suite asks about.
 
 lm-eval writes one ``results_<stamp>.json`` per run (``<name>_<stamp>.json`` for
 ``--output_path <name>.json``) and, with ``--log_samples``, one
 ``samples_<task>_<stamp>.jsonl`` per task, one JSON record per document. It stores every
 calbench metric as ``"<metric>[/<family>],<filter>"`` with its standard error under
 ``"<metric>[/<family>]_stderr,<filter>"``; ``read_task`` turns that back into estimates.
+A logged document (``"doc"``, ``"resps"``, ``"doc_hash"``, ...) becomes the plain values the
+pure scorers take: a numeric prompt's stored answers (``prompt_values``), a document's numeric
+scores (``item_scores``), a NoveltyBench prompt's generations (``noveltybench_items``).
 
 Every failure to read is an ``LmEvalOutputError`` naming the file (and line).
 """
@@ -15,11 +19,12 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from calbench.families import FAMILIES
+from calbench.families import FAMILIES, make_target
+from calbench.metrics.prompt_scores import stored_answers
 from calbench.stats import Estimate
 
 
@@ -79,6 +84,73 @@ def noveltybench_log(path: Path) -> tuple[str, list[dict[str, Any]]]:
     if match is None:
         raise LmEvalOutputError(f"{Path(path).name}: not a samples log of calbench_noveltybench_curated or _wildchat")
     return match.group(1), list(read_samples(path))
+
+
+def noveltybench_items(samples: Sequence[Mapping[str, Any]], where: str = "samples") -> list[dict[str, Any]]:
+    """The (id, prompt, generations) items of a ``calbench_noveltybench_<split>`` task's logged samples."""
+    items = []
+    for n, sample in enumerate(samples, 1):
+        try:
+            generations = sample["resps"][0]
+            items.append({"id": sample["doc"]["id"], "prompt": sample["doc"]["prompt"], "generations": generations})
+        except (KeyError, IndexError, TypeError) as err:
+            raise ValueError(f"{where}:{n}: not an lm-eval sample record ({err})") from err
+        if not isinstance(generations, list) or not all(isinstance(g, str) for g in generations):
+            raise ValueError(f"{where}:{n}: the generations (resps[0]) must be a list of strings")
+        if not generations:
+            raise ValueError(f"{where}:{n}: a prompt without generations")
+    if not items:
+        raise ValueError(f"{where}: the samples log is empty")
+    return items
+
+
+def prompt_values(
+    samples: Iterable[Mapping[str, Any]], where: str = "samples", protocol: str = "independent"
+) -> list[dict[str, Any]]:
+    """Valid parsed answers per prompt, in order, of a numeric sampling task's logged samples
+    (lm-eval's per-sample records: a log's lines, or a run's ``results["samples"][task]``), as a
+    run record stores them (``prompt_scores.stored_answers``; under a sampling protocol, the
+    samples its responses yield)."""
+    prompts = []
+    for n, sample in enumerate(samples, 1):
+        try:
+            doc = sample["doc"]
+            target = make_target(doc["family"], json.loads(doc["params"]))
+            groups = sample["resps"] if protocol != "independent" else sample["resps"][:1]
+            responses = [r for group in groups for r in group]  # a seeded prompt: one group per seed
+            if not all(isinstance(group, list) for group in groups) or not all(isinstance(r, str) for r in responses):
+                raise TypeError("resps is not a list of lists of strings")
+        except (ValueError, KeyError, IndexError, TypeError) as err:
+            raise ValueError(f"{where}:{n}: not a calbench sample record ({err})") from err
+        count, values = stored_answers(responses, target, protocol)
+        prompts.append({"family": doc["family"], "target": doc["target"], "n": count, "values": values})
+    if not prompts:
+        raise ValueError(f"{where}: the samples log is empty")
+    return prompts
+
+
+HASH_CHARS = 16  # of a document's content hash: enough to tell two documents apart, a quarter of the size
+
+
+def item_scores(samples: Sequence[Mapping[str, Any]], metrics: Sequence[str]) -> list[dict[str, Any]]:
+    """Each logged document's numeric value of ``metrics``, with what pairs it across runs: its
+    id, the hash of its content, lm-eval's filter, and the document's calbench id, family,
+    target, level or kind where it has them."""
+    out = []
+    for sample in samples:
+        scores = {m: v for m in metrics if (v := item_value(sample, m)) is not None}
+        raw = sample.get("doc")
+        doc: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+        out.append(
+            {
+                "doc_id": sample.get("doc_id"),
+                "doc_hash": str(sample.get("doc_hash"))[:HASH_CHARS],
+                "filter": str(sample.get("filter", "none")),
+                "doc": {k: doc[k] for k in ("id", "family", "target", "level", "kind") if k in doc},
+                "scores": scores,
+            }
+        )
+    return out
 
 
 def task_samples(results_file: Path, task: str, results: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
@@ -174,6 +246,17 @@ def latest_results(output_path: Path, since: float = 0.0) -> Path | None:
 
 # ---------------------------------------------------------------- a results file's fields
 
+SAMPLING_METRICS = ("w1", "w1_iqr", "excess_w1", "excess_w1_iqr", "valid_rate")
+LIKELIHOOD_METRICS = ("seq_kl", "canonical_mass", "exact_w1_iqr", "logit_kl")
+ENUMERATION_METRICS = ("valid_mass", "enum_w1_iqr", "enum_w1_iqr_bound", "enum_pit_w1", "residual_mass")
+
+
+def metrics_of(task_results: Mapping[str, Any]) -> tuple[str, ...]:
+    """The per-family metrics a calbench numeric task's results hold (sampling, sample-free or likelihood)."""
+    if "w1_iqr,samples" in task_results:
+        return SAMPLING_METRICS
+    return ENUMERATION_METRICS if any(k.startswith("enum_w1_iqr,") for k in task_results) else LIKELIHOOD_METRICS
+
 
 def args_dict(value: str | Mapping[str, Any] | None) -> dict[str, Any]:
     """lm-eval's ``k=v,k2=v2`` arguments (or an already parsed mapping) as a dict."""
@@ -236,3 +319,27 @@ def overall_metrics(task_results: Mapping[str, Any]) -> dict[str, Estimate]:
         if numeric and flt and "/" not in metric and not metric.endswith("_stderr"):
             out[metric] = _get(task_results, metric, flt)
     return out
+
+
+# ---------------------------------------------------------------- what lm-eval installed
+
+MMLU_FILE = ("tasks", "mmlu", "flan_cot_fewshot", "_cot_prompts.json")
+
+
+def mmlu_file() -> Path:
+    """The installed lm-eval's MMLU chain-of-thought exemplars; FileNotFoundError naming the path if absent."""
+    import lm_eval
+
+    path = Path(lm_eval.__file__).parent.joinpath(*MMLU_FILE)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"mmlu_mini reads its questions from the installed lm-eval, and {path} is missing: "
+            "install lm-eval (pip install 'lm-eval>=0.4') with its task files"
+        )
+    return path
+
+
+def mmlu_exemplars(path: Path | None = None) -> dict[str, str]:
+    """subject -> its exemplar text, from ``path`` or the installed lm-eval's file (``mmlu_file``):
+    what ``calbench.metrics.retention.mmlu_questions`` parses."""
+    return dict(json.loads((path or mmlu_file()).read_text()))

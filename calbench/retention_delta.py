@@ -28,6 +28,7 @@ from typing import Any
 from tabulate import tabulate
 
 from calbench import lm_eval_io
+from calbench.lm_eval_io import HASH_CHARS
 from calbench.stats import Estimate, PairedDelta, fmt, paired_bootstrap, seed_for
 
 
@@ -40,7 +41,6 @@ class TaskItems:
 
 
 Run = Mapping[str, TaskItems]  # task -> its items
-HASH_CHARS = 16  # of a document's content hash: enough to tell two documents apart, a quarter of the size
 
 
 @dataclass(frozen=True)
@@ -52,27 +52,6 @@ class Row:
     paired: PairedDelta | None  # None: per-item values are not numbers (unpaired difference only)
 
 
-def item_scores(samples: Sequence[Mapping[str, Any]], metrics: Sequence[str]) -> list[dict[str, Any]]:
-    """Each logged document's numeric value of ``metrics``, with what pairs it across runs: its
-    id, the hash of its content, lm-eval's filter, and the document's calbench id, family,
-    target, level or kind where it has them."""
-    out = []
-    for sample in samples:
-        scores = {m: v for m in metrics if (v := lm_eval_io.item_value(sample, m)) is not None}
-        raw = sample.get("doc")
-        doc: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
-        out.append(
-            {
-                "doc_id": sample.get("doc_id"),
-                "doc_hash": str(sample.get("doc_hash"))[:HASH_CHARS],
-                "filter": str(sample.get("filter", "none")),
-                "doc": {k: doc[k] for k in ("id", "family", "target", "level", "kind") if k in doc},
-                "scores": scores,
-            }
-        )
-    return out
-
-
 def run_of_results(results_file: Path) -> Run:
     """The tasks (not groups) of an lm-eval run with their items, read from its samples logs."""
     results = lm_eval_io.load_results(results_file)
@@ -80,7 +59,7 @@ def run_of_results(results_file: Path) -> Run:
     for task in set(results.get("configs", {})) & set(results.get("results", {})):
         overall = lm_eval_io.overall_metrics(results["results"][task])
         samples = lm_eval_io.task_samples(results_file, task, results)
-        out[task] = TaskItems(overall, item_scores(samples, list(overall)))
+        out[task] = TaskItems(overall, lm_eval_io.item_scores(samples, list(overall)))
     return out
 
 

@@ -135,6 +135,7 @@ LAYERS = [
                     "lm_eval_io",
                     "provenance",
                     "eval_report",
+                    "markdown",
                     "model_catalogue",
                     "retention_delta",
                     "vllm_support",
@@ -183,6 +184,42 @@ def test_the_core_and_the_metrics_are_pure():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def _outside_imports(path: Path) -> set[str]:
+    """The top-level names of the packages a file imports, at any depth of the file (lazy imports count too)."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            out.add(node.module.split(".")[0])
+    return out
+
+
+MODEL_AND_HARNESS = {"lm_eval", "transformers", "torch"}
+
+
+def test_the_metrics_import_no_model_and_no_harness_at_any_depth():
+    """No module under calbench/metrics, nor any calbench module it imports, imports lm-eval,
+    transformers or torch anywhere in its file: reading lm-eval's files is ``calbench.lm_eval_io``'s,
+    loading a model ``calbench.backends``'. (The subprocess test above sees only top-level imports.)"""
+    g = graph()
+    files = {
+        _module_name(pkg, folder, p): p
+        for pkg, folder in PACKAGES.items()
+        for p in folder.rglob("*.py")
+        if "__pycache__" not in p.parts
+    }
+    metrics = sorted(m for m in g if m.startswith("calbench.metrics"))
+    assert "calbench.metrics.noveltybench" in metrics
+    reached, todo = set(metrics), list(metrics)
+    while todo:
+        for d in g[todo.pop()] - reached:
+            reached.add(d)
+            todo.append(d)
+    offenders = {m: sorted(_outside_imports(files[m]) & MODEL_AND_HARNESS) for m in sorted(reached)}
+    assert not {m: d for m, d in offenders.items() if d}
 
 
 # The brackets keep this file from matching itself.

@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 
 from calbench import cli, drift, lm_eval_io
 from calbench.families import FAMILIES, InvalidParametersError, Target, make_target
-from calbench.metrics import noveltybench
 from calbench.metrics.prompt_scores import score_prompt
 from calbench.parse import INTEGER_TOLERANCE, classify, parse_number, strip_think
 
@@ -86,13 +85,13 @@ def _write_log(path: Path, rows: list[dict]) -> Path:
 def test_noveltybench_refuses_empty_logs_and_non_string_generations(tmp_path, capsys):
     empty = _write_log(tmp_path / "samples_calbench_noveltybench_curated_x.jsonl", [])
     with pytest.raises(ValueError, match="the samples log is empty"):
-        noveltybench.items_of(lm_eval_io.noveltybench_log(empty)[1], str(empty))
+        lm_eval_io.noveltybench_items(lm_eval_io.noveltybench_log(empty)[1], str(empty))
     bad = _write_log(
         tmp_path / "samples_calbench_noveltybench_wildchat_x.jsonl",
         [{"doc": {"id": 1, "prompt": "p"}, "resps": [[1, 2, 3]]}],
     )
     with pytest.raises(ValueError, match=r":1: the generations \(resps\[0\]\) must be a list of strings"):
-        noveltybench.items_of(lm_eval_io.noveltybench_log(bad)[1], str(bad))
+        lm_eval_io.noveltybench_items(lm_eval_io.noveltybench_log(bad)[1], str(bad))
     assert cli.main(["noveltybench", "score", str(empty)]) == 2
     assert "the samples log is empty" in capsys.readouterr().err
 

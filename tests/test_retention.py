@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from calbench import cli
+from calbench import cli, lm_eval_io
 from calbench.metrics import retention
 from calbench.stats import paired_bootstrap, seed_for
 
@@ -160,9 +160,9 @@ def test_format_prompts_state_their_instruction():
 def test_mmlu_mini_reads_the_installed_lm_eval():
     import lm_eval
 
-    path = retention.mmlu_file()
+    path = lm_eval_io.mmlu_file()
     assert path.is_relative_to(Path(lm_eval.__file__).parent)
-    items, skipped = retention.mmlu_questions()
+    items, skipped = retention.mmlu_questions(lm_eval_io.mmlu_exemplars())
     assert len(items) == 281 and skipped == 1  # 282 exemplars; one answers (E), not one of A-D
     assert len({i["subject"] for i in items}) == 57
     assert all(len(i["choices"]) == 4 and 0 <= i["answer"] < 4 and i["question"] for i in items)
@@ -175,7 +175,7 @@ def test_mmlu_mini_names_the_missing_file(monkeypatch, tmp_path):
 
     monkeypatch.setattr(lm_eval, "__file__", str(tmp_path / "lm_eval" / "__init__.py"))
     with pytest.raises(FileNotFoundError, match=r"_cot_prompts\.json is missing"):
-        retention.mmlu_questions()
+        retention.mmlu_questions(lm_eval_io.mmlu_exemplars())
 
 
 def test_mmlu_parser_on_a_hand_written_file(tmp_path):
@@ -186,7 +186,7 @@ def test_mmlu_parser_on_a_hand_written_file(tmp_path):
         "Q: Pick\n(A) a (B) b (C) c (D) d\nA: The answer is (E)."
     )
     (tmp_path / "p.json").write_text(json.dumps({"x": text}))
-    items, skipped = retention.mmlu_questions(tmp_path / "p.json")
+    items, skipped = retention.mmlu_questions(lm_eval_io.mmlu_exemplars(tmp_path / "p.json"))
     assert skipped == 2
     assert items == [
         {"id": "x/0", "subject": "x", "question": "What is 1+1?", "choices": ["1", "2", "3", "4"], "answer": 1}

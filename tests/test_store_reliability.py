@@ -266,7 +266,7 @@ def test_a_command_with_a_code_fence_stays_code(runs):
 
 
 def test_a_code_span_is_longer_than_any_backticks_inside():
-    from calbench.eval_report import code_span
+    from calbench.markdown import code_span
 
     assert code_span("a `b` c") == "``a `b` c``"
     assert code_span("`x`") == "`` `x` ``"

@@ -1,6 +1,7 @@
-"""calbench's lm-eval backends: ``calbench-hf`` (``hf``: its sampler, tree attention and the
-answer enumeration search) and the reference systems (``references``: an exact sampler and a
-collapsed one).
+"""calbench's lm-eval backends, and every model calbench loads: ``calbench-hf`` (``hf``: its
+sampler, tree attention and the answer enumeration search), the reference systems
+(``references``: an exact sampler and a collapsed one), and NoveltyBench's full scorer's hub
+models (``noveltybench``).
 
 lm-eval has no plugin discovery for models: ``register()`` adds them to its registry
 in-process, which ``calbench eval`` and ``calbench demo`` do before handing over to lm-eval.

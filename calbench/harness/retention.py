@@ -5,7 +5,7 @@ documents and turns responses into per-item records. ``calbench_arithmetic`` and
 ``calbench_format_following`` decode greedily (``policy.GREEDY_TASKS``) and report their
 accuracies overall and per level / instruction kind (``<metric>/<level>``), each a rate with
 its Agresti-Coull standard error; ``calbench_mmlu_mini`` is a plain lm-eval
-``multiple_choice`` task (``acc``) over ``retention.mmlu_questions``. Every item's scores are
+``multiple_choice`` task (``acc``) over ``retention.mmlu_questions`` of lm-eval's own MMLU exemplars. Every item's scores are
 in the samples log, which ``calbench retention-delta`` pairs across two runs.
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from calbench import lm_eval_io
 from calbench.harness.base import CalbenchTask
 from calbench.metrics import retention
 from calbench.stats import Estimate, Summary, rate
@@ -35,7 +36,7 @@ def format_docs(calbench_per_kind: int = 10, calbench_seed: int = 0, **_: Any) -
 
 
 def mmlu_docs(**_: Any) -> dict[str, Any]:
-    items, _skipped = retention.mmlu_questions()
+    items, _skipped = retention.mmlu_questions(lm_eval_io.mmlu_exemplars())
     return _dataset([{**item, "prompt": retention.mmlu_prompt(item)} for item in items])
 
 

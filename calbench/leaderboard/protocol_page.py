@@ -20,9 +20,9 @@ from typing import Any
 from tabulate import tabulate
 
 from calbench import protocols
-from calbench.eval_report import code_span
 from calbench.leaderboard import checks, numbers, plots
 from calbench.leaderboard.render import csv_text, splice_readme
+from calbench.markdown import code_span
 from calbench.metrics import calibration, prompt_scores
 from calbench.metrics.catalog import arrow
 from calbench.protocols import PROTOCOLS

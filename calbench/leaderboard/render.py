@@ -16,7 +16,6 @@ from typing import Any
 
 from tabulate import tabulate
 
-from calbench.eval_report import code_block
 from calbench.families import split_points
 from calbench.leaderboard import plots
 from calbench.leaderboard.checks import RefusedRunError
@@ -39,6 +38,7 @@ from calbench.leaderboard.numbers import (
     tier_metric,
     valid_rate,
 )
+from calbench.markdown import code_block
 from calbench.metrics.catalog import arrow
 from calbench.param_ranges import in_range
 from calbench.provenance import atomic_write

@@ -28,7 +28,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from calbench import eval_report, lm_eval_io, protocols
+from calbench import lm_eval_io, protocols
 from calbench.leaderboard.checks import (
     ENTRY_TYPES,
     SCHEMA,
@@ -39,7 +39,6 @@ from calbench.leaderboard.checks import (
     validate_record,
     validate_stored,
 )
-from calbench.metrics.prompt_scores import prompt_values
 from calbench.provenance import (
     LinkedPathError,
     atomic_write,
@@ -50,7 +49,6 @@ from calbench.provenance import (
     sha256_json,
     weights_hash,
 )
-from calbench.retention_delta import item_scores
 from calbench.stats import Estimate
 
 
@@ -64,7 +62,7 @@ def _estimates(e: Mapping[str, Estimate]) -> dict[str, list[float | None]]:
 def _task_metrics(task_results: Mapping[str, Any], task: str) -> dict[str, Any]:
     overall = _estimates(lm_eval_io.overall_metrics(task_results))
     if task.startswith("calbench_numeric"):
-        _, families = lm_eval_io.read_task(task_results, eval_report.metrics_of(task_results))
+        _, families = lm_eval_io.read_task(task_results, lm_eval_io.metrics_of(task_results))
         return {"overall": overall, "families": {f: _estimates(e) for f, e in families.items()}}
     return {"overall": overall}
 
@@ -108,10 +106,12 @@ def evaluation_part(results_file: Path, evaluation: str) -> dict[str, Any]:
         protocol = protocols.sampling_protocol(task)
         try:
             if protocol is not None:
-                entry["samples"] = prompt_values(lm_eval_io.task_samples(results_file, task, results), task, protocol)
+                entry["samples"] = lm_eval_io.prompt_values(
+                    lm_eval_io.task_samples(results_file, task, results), task, protocol
+                )
             elif task in results.get("configs", {}) and _log_if_any(results_file, task) is not None:  # a task
                 logged = lm_eval_io.task_samples(results_file, task, results)
-                entry["items"] = item_scores(logged, list(entry["overall"]))
+                entry["items"] = lm_eval_io.item_scores(logged, list(entry["overall"]))
         except ValueError as err:  # a missing or malformed samples log
             raise RefusedRunError(str(err)) from err
         tasks[task] = entry

@@ -12,7 +12,8 @@ through fixed thresholds), the other generations score 0, and
     utility = Σ_i p^i s_i / Σ_i p^i,  patience p = 0.8.
 
 Full scoring needs two hub models (``yimingzhang/deberta-v3-large-generation-similarity``
-at threshold 0.102, and ``Skywork/Skywork-Reward-Gemma-2-27B-v0.2``). The **lite** scorer
+at threshold 0.102, and ``Skywork/Skywork-Reward-Gemma-2-27B-v0.2``), which
+``calbench.backends.noveltybench`` loads; everything here is pure. The **lite** scorer
 needs none and gives ``distinct`` only: the short-answer rule, and otherwise
 NoveltyBench's own model-free "unigram" criterion, ROUGE-1 F1 > 0.458. Lite numbers are
 not NoveltyBench numbers; they are labelled ``distinct_lite``.
@@ -23,23 +24,20 @@ from __future__ import annotations
 import bisect
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from calbench.stats import sample_mean
 
-CLASSIFIER = "yimingzhang/deberta-v3-large-generation-similarity"
-CLASSIFIER_TOKENIZER = "microsoft/deberta-v3-large"
-CLASSIFIER_THRESHOLD = 0.102
-REWARD_MODEL = "Skywork/Skywork-Reward-Gemma-2-27B-v0.2"
 REWARD_THRESHOLDS = (-7.71875, -6.28125, -6.0, -5.71875, -5.5, -5.0, -4.375, -3.4375, -2.046875)
 ROUGE_THRESHOLD = 0.458
 PATIENCE = 0.8
 HUB_DATASET = "yimingzhang/novelty-bench"  # splits "curated" (100) and "wildchat" (1000)
 
 Equivalence = Callable[[str, str], bool]
+Rater = Callable[[str, Sequence[str]], list[int]]  # a prompt and its generations -> ratings 1..10
 
 
 def short_rule(a: str, b: str) -> bool | None:
@@ -101,55 +99,10 @@ def utility(labels: Sequence[int], ratings: Sequence[int], patience: float = PAT
     return float(np.dot(scores, weights) / weights.sum())
 
 
-def classifier_equivalence(device: str = "cpu") -> Equivalence:
-    """NoveltyBench's DeBERTa similarity classifier (hub download): short rule, then P(same) > 0.102."""
-    import torch
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(CLASSIFIER_TOKENIZER)
-    model = AutoModelForSequenceClassification.from_pretrained(CLASSIFIER).to(device).eval()
-
-    @torch.no_grad()
-    def equivalent(a: str, b: str) -> bool:
-        rule = short_rule(a, b)
-        if rule is not None:
-            return rule
-        first = [tok.cls_token_id, *tok.encode(a, add_special_tokens=False, truncation=True, max_length=128)]
-        first.append(tok.sep_token_id)
-        second = [*tok.encode(b, add_special_tokens=False, truncation=True, max_length=128), tok.sep_token_id]
-        ids = torch.tensor([first + second], device=device)
-        types = torch.tensor([[0] * len(first) + [1] * len(second)], device=device)
-        p = model(input_ids=ids, token_type_ids=types).logits.softmax(-1)[0, 1]
-        return float(p) > CLASSIFIER_THRESHOLD
-
-    return equivalent
-
-
-def reward_ratings(device: str = "cuda") -> Callable[[str, Sequence[str]], list[int]]:
-    """Ratings 1..10 of each generation for a prompt, from the Skywork reward model (hub, GPU)."""
-    import torch
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(REWARD_MODEL)
-    model = AutoModelForSequenceClassification.from_pretrained(REWARD_MODEL, dtype=torch.bfloat16, num_labels=1)
-    model = model.to(device).eval()
-
-    @torch.no_grad()
-    def rate(prompt: str, generations: Sequence[str]) -> list[int]:
-        convs = [[{"role": "user", "content": prompt}, {"role": "assistant", "content": g}] for g in generations]
-        batch: Any = tok.apply_chat_template(
-            convs, tokenize=True, padding=True, truncation=True, return_tensors="pt", return_dict=True
-        )
-        rewards = model(**batch.to(device)).logits[:, 0].float().tolist()
-        return [rating(r) for r in rewards]
-
-    return rate
-
-
 def score_split(
     items: Sequence[dict[str, Any]],
     equivalent: Equivalence,
-    rate: Callable[[str, Sequence[str]], list[int]] | None = None,
+    rate: Rater | None = None,
     patience: float = PATIENCE,
 ) -> dict[str, Any]:
     """Per-prompt partitions (and utilities when ``rate`` is given), and the split's means ± SE."""
@@ -169,35 +122,20 @@ def score_split(
     return {"summary": summary, "prompts": rows}
 
 
-def items_of(samples: Sequence[Mapping[str, Any]], where: str = "samples") -> list[dict[str, Any]]:
-    """The (id, prompt, generations) items of a ``calbench_noveltybench_<split>`` task's logged samples."""
-    items = []
-    for n, sample in enumerate(samples, 1):
-        try:
-            generations = sample["resps"][0]
-            items.append({"id": sample["doc"]["id"], "prompt": sample["doc"]["prompt"], "generations": generations})
-        except (KeyError, IndexError, TypeError) as err:
-            raise ValueError(f"{where}:{n}: not an lm-eval sample record ({err})") from err
-        if not isinstance(generations, list) or not all(isinstance(g, str) for g in generations):
-            raise ValueError(f"{where}:{n}: the generations (resps[0]) must be a list of strings")
-        if not generations:
-            raise ValueError(f"{where}:{n}: a prompt without generations")
-    if not items:
-        raise ValueError(f"{where}: the samples log is empty")
-    return items
-
-
 def score_splits(
-    logs: Sequence[tuple[str, list[dict[str, Any]]]], full: bool = False, device: str = "cpu"
+    items: Sequence[tuple[str, list[dict[str, Any]]]],
+    equivalent: Equivalence = lite_equivalent,
+    rate: Rater | None = None,
 ) -> dict[str, Any]:
-    """Score each split's items (``items_of``): lite (``distinct_lite`` only) or full NoveltyBench (hub models)."""
-    equivalent = classifier_equivalence(device) if full else lite_equivalent
-    rate = reward_ratings(device) if full else None
+    """Score each split's items (``calbench.lm_eval_io.noveltybench_items``): lite by default
+    (``distinct_lite`` only), full NoveltyBench with the hub models' equivalence and ratings
+    (``calbench.backends.noveltybench``: a ``rate`` makes it the full scorer)."""
+    full = rate is not None
     splits: dict[str, Any] = {}
-    for split, items in logs:
+    for split, split_items in items:
         if split in splits:
             raise ValueError(f"two samples logs for the {split} split: pass one per split")
-        scored = score_split(items, equivalent, rate)
+        scored = score_split(split_items, equivalent, rate)
         if not full:
             scored["summary"]["distinct_lite"] = scored["summary"].pop("distinct", None)
         splits[split] = scored

@@ -25,7 +25,7 @@ Metrics (per prompt; ↓ lower is better, ↑ higher is better):
   Anderson-Darling statistic (``calbench.metrics.moments``); a family without them (Cauchy) is
   left out of their overall means.
 
-The valid answers themselves are kept too, per prompt and in order (``prompt_values``: what
+The valid answers themselves are kept too, per prompt and in order (``stored_answers``: what
 a run record stores, 6 significant digits), and re-scored from there: ``prompt_rows`` turns
 them into family -> ``Prompt`` rows, from which ``sample_quality`` computes the valid rate,
 the calibration score (``calbench.metrics.calibration``), ``pit_w1`` and KS@N of a run.
@@ -33,7 +33,6 @@ the calibration score (``calbench.metrics.calibration``), ``pit_w1`` and KS@N of
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -243,41 +242,22 @@ def summarize(records: Iterable[PromptScore]) -> Summary:
 # ---------------------------------------------------------------- stored valid answers
 
 
-def prompt_values(
-    samples: Iterable[Mapping[str, Any]], where: str = "samples", protocol: str = "independent"
-) -> list[dict[str, Any]]:
-    """Valid parsed answers per prompt, in order, of a numeric sampling task's logged samples
-    (lm-eval's per-sample records: a log's lines, or a run's ``results["samples"][task]``);
-    under a sampling protocol, the samples its responses yield (``protocol_diagnostics.samples_of``)."""
-    prompts = []
-    for n, sample in enumerate(samples, 1):
-        try:
-            doc = sample["doc"]
-            target = make_target(doc["family"], json.loads(doc["params"]))
-            groups = sample["resps"] if protocol != "independent" else sample["resps"][:1]
-            responses = [r for group in groups for r in group]  # a seeded prompt: one group per seed
-            if not all(isinstance(group, list) for group in groups) or not all(isinstance(r, str) for r in responses):
-                raise TypeError("resps is not a list of lists of strings")
-        except (ValueError, KeyError, IndexError, TypeError) as err:
-            raise ValueError(f"{where}:{n}: not a calbench sample record ({err})") from err
-        if protocol != "independent":
-            responses = protocol_diagnostics.samples_of(protocol, responses, target)[0]
-        answers = [classify(text, target) for text in responses]
-        prompts.append(
-            {
-                "family": doc["family"],
-                "target": doc["target"],
-                "n": len(answers),
-                "values": [float(f"{a.value:.6g}") for a in answers if a.valid and a.value is not None],
-            }
-        )
-    if not prompts:
-        raise ValueError(f"{where}: the samples log is empty")
-    return prompts
+def stored_answers(responses: Sequence[str], target: Target, protocol: str = "independent") -> tuple[int, list[float]]:
+    """What a run record keeps of one prompt: its number of samples and their valid parsed
+    values in order, to 6 significant digits. Under a sampling protocol the samples are those
+    its responses yield (``protocol_diagnostics.samples_of``)."""
+    items = (
+        list(responses)
+        if protocol == "independent"
+        else protocol_diagnostics.samples_of(protocol, list(responses), target)[0]
+    )
+    answers = [classify(text, target) for text in items]
+    return len(answers), [float(f"{a.value:.6g}") for a in answers if a.valid and a.value is not None]
 
 
 def prompt_rows(stored: Iterable[Mapping[str, Any]]) -> dict[str, list[Prompt]]:
-    """family -> prompts of stored per-prompt samples (``prompt_values``' dicts)."""
+    """family -> prompts of stored per-prompt samples (``{"family", "target", "n", "values"}`` dicts:
+    ``calbench.lm_eval_io.prompt_values``)."""
     out: dict[str, list[Prompt]] = {}
     for p in stored:
         out.setdefault(p["family"], []).append(

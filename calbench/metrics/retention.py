@@ -10,7 +10,8 @@ Three item sets that need no download, each deterministic per ``(seed, VERSION)`
   ``$`` and a trailing ``.`` removed before comparing).
 * **mmlu_mini**: the 4-option MMLU questions with answers that lm-eval itself installs
   (``lm_eval/tasks/mmlu/flan_cot_fewshot/_cot_prompts.json``: the chain-of-thought exemplars,
-  up to 5 per subject for the 57 subjects), read from the installed package at run time.
+  up to 5 per subject for the 57 subjects), read from the installed package at run time
+  (``calbench.lm_eval_io.mmlu_exemplars``).
   Blocks that are not one question with options (A)-(D) and an answer among them are left
   out (``mmlu_questions`` reports how many).
 * **format_following**: instructions whose compliance code can check (``FORMAT_KINDS``), one
@@ -28,7 +29,6 @@ import json
 import random
 import re
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 from calbench.metrics import mcq
@@ -125,30 +125,16 @@ def arithmetic_scores(response: str, answer: int) -> dict[str, float]:
 
 # ---------------------------------------------------------------- mmlu_mini
 
-MMLU_FILE = ("tasks", "mmlu", "flan_cot_fewshot", "_cot_prompts.json")
 _OPTIONS = re.compile(r"\(A\)\s*(?P<A>.*?)\s*\(B\)\s*(?P<B>.*?)\s*\(C\)\s*(?P<C>.*?)\s*\(D\)\s*(?P<D>.*?)\s*", re.S)
 _ANSWER = re.compile(r"The answer is \(([A-Z])\)")
 
 
-def mmlu_file() -> Path:
-    """The installed lm-eval's MMLU chain-of-thought exemplars; FileNotFoundError naming the path if absent."""
-    import lm_eval
-
-    path = Path(lm_eval.__file__).parent.joinpath(*MMLU_FILE)
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"mmlu_mini reads its questions from the installed lm-eval, and {path} is missing: "
-            "install lm-eval (pip install 'lm-eval>=0.4') with its task files"
-        )
-    return path
-
-
-def mmlu_questions(path: Path | None = None) -> tuple[list[dict[str, Any]], int]:
-    """The parsed questions ``{"id", "subject", "question", "choices", "answer"}`` (answer: 0-3) and
-    how many exemplar blocks were left out (not one 4-option question with an answer among A-D)."""
-    data = json.loads((path or mmlu_file()).read_text())
+def mmlu_questions(exemplars: Mapping[str, str]) -> tuple[list[dict[str, Any]], int]:
+    """The parsed questions ``{"id", "subject", "question", "choices", "answer"}`` (answer: 0-3) of
+    lm-eval's MMLU exemplars (subject -> its text: ``calbench.lm_eval_io.mmlu_exemplars``) and how
+    many exemplar blocks were left out (not one 4-option question with an answer among A-D)."""
     items, skipped = [], 0
-    for subject, text in data.items():
+    for subject, text in exemplars.items():
         blocks = text.split("\n\nQ: ")[1:]
         for i, block in enumerate(blocks):
             question, _, reasoning = block.partition("\nA: ")
