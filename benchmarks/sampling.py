@@ -31,7 +31,6 @@ from calbench.backends.hf import CalbenchHFLM
 from calbench.families import make_target
 from calbench.metrics.protocol_diagnostics import samples_of
 from calbench.parse import classify
-from calbench.prompt import prompt_text
 from calbench.protocols import PROTOCOLS, SEED_SLOT, protocol_text, seed_string
 
 PURE = {"until": [], "do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0}
@@ -40,8 +39,8 @@ TARGET = make_target("gaussian", {"mu": 3.5, "sigma": 3})
 
 def requests(lm: HFLM, protocol: str, n: int) -> list[Instance]:
     """n requests for one prompt of TARGET under ``protocol`` (seeded: n contexts, one seed each)."""
-    text = prompt_text(TARGET) if protocol == "independent" else protocol_text(protocol, TARGET)
-    budget = 32 if protocol == "independent" else PROTOCOLS[protocol].max_gen_toks
+    text = protocol_text(protocol, TARGET)
+    budget = PROTOCOLS[protocol].max_gen_toks
     context = lm.apply_chat_template([{"role": "user", "content": text}])
     contexts = [context.replace(SEED_SLOT, seed_string(0, "benchmark", i)) for i in range(n)]
     return [Instance("generate_until", {}, (c, {**PURE, "max_gen_toks": budget}), 0) for c in contexts]
@@ -68,7 +67,7 @@ def timed_generate(lm: HFLM, batch: list[Instance]) -> tuple[list[str], float, i
 def run(lm: HFLM, protocol: str, n: int) -> tuple[float, float, int]:
     """(samples per second, valid share of the samples, tokens fed to the model) for n requests."""
     answers, elapsed, fed = timed_generate(lm, requests(lm, protocol, n))
-    items = answers if protocol == "independent" else samples_of(protocol, answers, TARGET)[0]
+    items = samples_of(protocol, answers, TARGET)[0]
     valid = sum(classify(a, TARGET).valid for a in items) / len(items)
     return len(items) / elapsed, valid, fed
 
@@ -79,7 +78,7 @@ def main() -> None:
         "--protocols",
         nargs="+",
         default=["independent", "batch", "ssot", "seeded"],
-        choices=["independent", *PROTOCOLS],
+        choices=list(PROTOCOLS),
         help="protocols to measure, in this order",
     )
     parser.add_argument("--n", type=int, default=1000, help="requests for the independent prompt")
@@ -106,7 +105,7 @@ def main() -> None:
             n = args.n if protocol == "independent" else args.long_n
             rate_stock, valid_stock, fed_stock = run(stock, protocol, n)
             rate_fast, valid_fast, fed_fast = run(fast, protocol, n)
-            budget = 32 if protocol == "independent" else PROTOCOLS[protocol].max_gen_toks
+            budget = PROTOCOLS[protocol].max_gen_toks
             print(f"{protocol}: {n} requests, {budget} new tokens at most")
             print(
                 f"  stock hf (batch {args.batch_size}): {rate_stock:7.2f} samples/s, valid {valid_stock:.3f}, "

@@ -29,7 +29,7 @@ from calbench.lm_eval_io import (
 )
 from calbench.metrics import calibration, prompt_scores, tails
 from calbench.metrics.catalog import arrow
-from calbench.protocols import PROTOCOLS
+from calbench.protocols import task_protocol
 from calbench.stats import Estimate, fmt
 
 
@@ -101,7 +101,7 @@ def quality_table(results_file: Path, tasks: Sequence[str]) -> str:
             log = samples_log(results_file, task)
         except LmEvalOutputError:
             continue
-        protocol = next((p for p in PROTOCOLS if task.endswith(f"_{p}")), "independent")
+        protocol = task_protocol(task)
         prompts = prompt_scores.prompt_rows(prompt_values(read_samples(log), str(log), protocol))
         quality = prompt_scores.sample_quality(prompts)
         _, shares = tails.outer_summary(prompts)

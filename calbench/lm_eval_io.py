@@ -116,8 +116,8 @@ def prompt_values(
         try:
             doc = sample["doc"]
             target = make_target(doc["family"], json.loads(doc["params"]))
-            groups = sample["resps"] if protocol != "independent" else sample["resps"][:1]
-            responses = [r for group in groups for r in group]  # a seeded prompt: one group per seed
+            groups = sample["resps"]  # one per request: the prompt's one, or a seeded prompt's one per seed
+            responses = [r for group in groups for r in group]
             if not all(isinstance(group, list) for group in groups) or not all(isinstance(r, str) for r in responses):
                 raise TypeError("resps is not a list of lists of strings")
         except (ValueError, KeyError, IndexError, TypeError) as err:

@@ -3,10 +3,13 @@
 Every protocol asks about the same law with the same words ("from {a|an} {Display}
 distribution with parameters k1=v1, ..."), so the target is read back from any of them
 (``read_target``) and the references can answer each in its own format. The table
-``PROTOCOLS`` is the one place the templates live; ``tests/test_prompts_golden.py`` pins the
-hash of every protocol task's prompts with the task's version, which moves when one changes.
+``PROTOCOLS`` is the one place the protocols live (independent requests' template is
+``calbench.prompt``'s); the protocol tasks' YAML is written from it
+(``tasks/scripts/generate_protocol_tasks.py``), and ``tests/test_prompts_golden.py`` pins the
+hash of every task's prompts with the task's version, which moves when one changes.
 
-* ``independent``: one fresh request per sample (``calbench.prompt``; the other tasks).
+* ``independent``: one fresh request per sample, in ``calbench.prompt``'s words (the tasks
+  without a protocol suffix: ``calbench_numeric_unseen``, ...).
 * ``batch``: one request asks for K numbers separated by commas (the batch protocol of
   Zhao et al. 2026 as the paper's code words it); every valid item of the list is a sample,
   items past the K-th are ignored and missing ones count as invalid, so the valid rate is
@@ -38,7 +41,7 @@ import numpy as np
 
 from calbench.families import Target, format_value
 from calbench.parse import NUMBER_RE, classify, in_support, strip_think
-from calbench.prompt import target_in
+from calbench.prompt import TEMPLATE, target_in
 from calbench.stats import seed_for
 
 BATCH_K = 10  # numbers per batch response (a prompt's N samples take N / K requests)
@@ -52,17 +55,19 @@ _LAW = "from {article} {display} distribution with parameters {params}."
 
 @dataclass(frozen=True)
 class Protocol:
-    """One way of asking for samples: its user turn and its token budget."""
+    """One way of asking for samples: its user turn, its token budget, and its tasks' names."""
 
     name: str
     template: str  # fields: article, display, params (the law); k (batch, verbalized); seed (seeded)
     max_gen_toks: int
     items: int = 1  # samples one response yields (K for batch)
+    task_suffix: str = ""  # its tasks are calbench_numeric_<set><suffix>
 
 
 PROTOCOLS: dict[str, Protocol] = {
     p.name: p
     for p in (
+        Protocol("independent", TEMPLATE, max_gen_toks=32),  # calbench.prompt's plain prompt
         Protocol(
             "batch",
             "You are a random number generator. Generate exactly {k} independent samples "
@@ -70,6 +75,7 @@ PROTOCOLS: dict[str, Protocol] = {
             + " Output ONLY the numbers, separated by commas.",
             max_gen_toks=16 * BATCH_K,
             items=BATCH_K,
+            task_suffix="_batch",
         ),
         Protocol(
             "seeded",
@@ -77,6 +83,7 @@ PROTOCOLS: dict[str, Protocol] = {
             + _LAW
             + " Output ONLY the number.",
             max_gen_toks=32,
+            task_suffix="_seeded",
         ),
         Protocol(
             "ssot",
@@ -84,12 +91,14 @@ PROTOCOLS: dict[str, Protocol] = {
             "its own line. Then derive the number from that string so that it follows the distribution. "
             "End with a final line of the form: Answer: <number>",
             max_gen_toks=256,
+            task_suffix="_ssot",
         ),
         Protocol(
             "verbalized",
             "Consider ONE random number drawn " + _LAW + " List {k} possible values of it, each with the "
             "probability of drawing it, one per line as <value>: <probability>. Output ONLY the list.",
             max_gen_toks=24 * VERBALIZED_K,
+            task_suffix="_verbalized",
         ),
     )
 }
@@ -104,6 +113,9 @@ def protocol_text(protocol: str, target: Target, seed: str = SEED_SLOT) -> str:
     params = ", ".join(f"{k}={format_value(v)}" for k, v in target.items)
     k = BATCH_K if protocol == "batch" else VERBALIZED_K
     return p.template.format(article=family.article, display=family.display, params=params, k=k, seed=seed)
+
+
+VARIANTS = tuple(name for name, p in PROTOCOLS.items() if p.task_suffix)  # the protocols with task variants
 
 
 def protocol_of(text: str) -> str:
@@ -219,12 +231,15 @@ def verbalized_draw(listed: Verbalized | None, response: str, target: Target, in
 SAMPLING_SETS = ("unseen", "heldout", "quick", "train", "interp", "wide")
 
 
+def task_protocol(task: str) -> str:
+    """The protocol a sampling task's name ends with (``..._<protocol>``; independent when none)."""
+    return max((p for p in PROTOCOLS.values() if task.endswith(p.task_suffix)), key=lambda p: len(p.task_suffix)).name
+
+
 def sampling_protocol(task: str) -> str | None:
     """The sampling protocol of a numeric sampling task (``calbench_numeric_<set>[_<protocol>]``), else None."""
     for name in SAMPLING_SETS:
-        stem = f"calbench_numeric_{name}"
-        if task == stem:
-            return "independent"
-        if task.startswith(stem + "_") and task.removeprefix(stem + "_") in PROTOCOLS:
-            return task.removeprefix(stem + "_")
+        for p in PROTOCOLS.values():
+            if task == f"calbench_numeric_{name}{p.task_suffix}":
+                return p.name
     return None

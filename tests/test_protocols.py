@@ -17,7 +17,7 @@ from calbench.harness import protocol_metrics
 from calbench.metrics import protocol_diagnostics
 from tests.helpers import load_task_yaml
 
-TASKS = [f"calbench_numeric_quick_{p}" for p in protocols.PROTOCOLS]
+TASKS = [f"calbench_numeric_quick_{p}" for p in protocols.VARIANTS]
 GAUSSIAN = make_target("gaussian", {"mu": 3.5, "sigma": 3})
 POISSON = make_target("poisson", {"lambda": 4})
 
@@ -35,12 +35,41 @@ def test_task_files_match_the_protocol_table():
     from calbench import tasks_path
 
     for protocol, p in protocols.PROTOCOLS.items():
+        if protocol not in protocols.VARIANTS:  # independent: the plain tasks (tests/test_harness.py)
+            continue
         for key in ("unseen", "heldout", "quick"):
             config = load_task_yaml(tasks_path() / f"calbench_numeric_{key}_{protocol}.yaml")
             assert config["generation_kwargs"]["max_gen_toks"] == p.max_gen_toks
             assert config["dataset_kwargs"]["calbench_protocol"] == protocol
             samples = 10 if key == "quick" else 1000
             assert config["repeats"] * p.items == samples
+
+
+def test_the_committed_task_files_are_what_the_script_generates():
+    """tasks/scripts/generate_protocol_tasks.py writes the protocol tasks from the table: run it after a change."""
+    import runpy
+
+    from calbench import tasks_path
+
+    script = runpy.run_path(str(tasks_path() / "scripts" / "generate_protocol_tasks.py"))
+    generated = script["generated"]()
+    assert len(generated) == 3 * len(protocols.VARIANTS) == 12
+    for name, text in generated.items():
+        assert (tasks_path() / name).read_text() == text, (
+            f"{name} is stale: python tasks/scripts/generate_protocol_tasks.py"
+        )
+
+
+def test_independent_is_the_tables_plain_prompt():
+    from calbench.prompt import prompt_text
+
+    plain = protocols.PROTOCOLS["independent"]
+    assert (plain.max_gen_toks, plain.items, plain.task_suffix) == (32, 1, "")
+    for target in (GAUSSIAN, POISSON):
+        assert protocols.protocol_text("independent", target) == prompt_text(target)
+    assert protocols.sampling_protocol("calbench_numeric_unseen") == "independent"
+    assert protocols.task_protocol("calbench_numeric_unseen_full") == "independent"
+    assert protocols.task_protocol("calbench_numeric_quick_ssot") == "ssot"
 
 
 numbers = st.one_of(
@@ -211,7 +240,7 @@ def test_plain_lm_eval_runs_the_protocols_on_hf(tiny_split, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     (results,) = tmp_path.rglob("results_*.json")
     found = json.loads(results.read_text())["results"]
-    full = [f"calbench_numeric_{split}_{p}" for split in ("unseen", "heldout") for p in protocols.PROTOCOLS]
+    full = [f"calbench_numeric_{split}_{p}" for split in ("unseen", "heldout") for p in protocols.VARIANTS]
     assert set(found) >= {*TASKS, *full}
     for task in (*TASKS, *full):
         assert "tokens_per_valid,samples" in found[task] and "well_formed_rate,samples" in found[task]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from functools import lru_cache, partial
+from functools import lru_cache
 from typing import Any
 
 from lm_eval.api.instance import Instance
@@ -20,7 +20,6 @@ from calbench.harness.base import CalbenchTask
 from calbench.metrics import prompt_scores, protocol_diagnostics
 from calbench.param_ranges import prompt_set
 from calbench.parse import classify
-from calbench.prompt import prompt_text
 from calbench.stats import UNDEFINED, Estimate, family_means
 
 # train, interp, wide: diagnostics of the training prompts, inside and beyond their ranges (calbench.param_ranges)
@@ -43,11 +42,8 @@ def numeric_docs(
         raise ValueError(f"calbench_split must be one of {SPLIT_CHOICES}, got {calbench_split!r}")
     if calbench_points not in POINT_CHOICES:
         raise ValueError(f"calbench_points must be one of {POINT_CHOICES}, got {calbench_points!r}")
-    if calbench_protocol != "independent" and calbench_protocol not in protocols.PROTOCOLS:
-        raise ValueError(
-            f"calbench_protocol must be one of {('independent', *protocols.PROTOCOLS)}, got {calbench_protocol!r}"
-        )
-    text = prompt_text if calbench_protocol == "independent" else partial(protocols.protocol_text, calbench_protocol)
+    if calbench_protocol not in protocols.PROTOCOLS:
+        raise ValueError(f"calbench_protocol must be one of {tuple(protocols.PROTOCOLS)}, got {calbench_protocol!r}")
     splits = ("unseen", "heldout") if calbench_split == "all" else (calbench_split,)
     rows = []
     for split in splits:
@@ -59,7 +55,7 @@ def numeric_docs(
                     "family": target.family.name,
                     "params": json.dumps(target.params),
                     "target": target.key,
-                    "prompt": text(target),
+                    "prompt": protocols.protocol_text(calbench_protocol, target),
                 }
             )
     return {"test": datasets.Dataset.from_list(rows)}

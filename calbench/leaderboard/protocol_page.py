@@ -29,7 +29,7 @@ from calbench.protocols import PROTOCOLS
 from calbench.provenance import atomic_write
 from calbench.stats import Z95, Estimate, fmt
 
-ORDER = ("independent", *PROTOCOLS)
+ORDER = tuple(PROTOCOLS)
 QUICK = "calbench_numeric_quick"
 FOLDER = "protocols"  # under the results store
 TABLE, CSV, PLOT = "protocols.md", "tables/protocols.csv", "plots/protocol_gap.png"
@@ -72,10 +72,9 @@ def load_runs(stored: Sequence[Mapping[str, Any]]) -> list[Run]:
 
 def cells(run: Run, ks_n: int) -> list[Estimate]:
     q = prompt_scores.sample_quality(run.rows, ks_n)
-    undefined = Estimate(math.nan, math.nan)  # the independent tasks report no protocol diagnostics
 
-    def extra(metric: str) -> Estimate:
-        return undefined if run.protocol == "independent" else numbers.estimate(run.overall.get(metric))
+    def extra(metric: str) -> Estimate:  # undefined where the run reports none (the independent tasks)
+        return numbers.estimate(run.overall.get(metric))
 
     return [
         q["valid_rate"],

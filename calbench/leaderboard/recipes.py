@@ -376,9 +376,9 @@ def load_row(path: Path, defaults: Mapping[str, Any] | None = None) -> Recipe:
 
 def quick_task(protocol: str) -> str:
     """The quick selection's task under a sampling protocol."""
-    if protocol != "independent" and protocol not in protocols.PROTOCOLS:
-        raise RecipeError(f"unknown protocol {protocol!r}; known: independent, {', '.join(protocols.PROTOCOLS)}")
-    return "calbench_numeric_quick" + ("" if protocol == "independent" else f"_{protocol}")
+    if protocol not in protocols.PROTOCOLS:
+        raise RecipeError(f"unknown protocol {protocol!r}; known: {', '.join(protocols.PROTOCOLS)}")
+    return "calbench_numeric_quick" + protocols.PROTOCOLS[protocol].task_suffix
 
 
 def load_protocols(path: Path) -> list[Recipe]:

@@ -285,7 +285,8 @@ def load_record(path: Path) -> dict[str, Any]:
                 raise RefusedRunError(f"{samples}: {task}: no such task in the record, or not a list")
             protocol = protocols.sampling_protocol(task)
             kind = "samples" if protocol is not None else "items"
-            validate_stored(f"{samples}: {task}", kind, values, record["tasks"][task], protocol == "independent")
+            one_per_response = protocol is not None and protocols.PROTOCOLS[protocol].items == 1
+            validate_stored(f"{samples}: {task}", kind, values, record["tasks"][task], one_per_response)
             record["tasks"][task][kind] = values
     return dict(record)
 

@@ -244,13 +244,9 @@ def summarize(records: Iterable[PromptScore]) -> Summary:
 
 def stored_answers(responses: Sequence[str], target: Target, protocol: str = "independent") -> tuple[int, list[float]]:
     """What a run record keeps of one prompt: its number of samples and their valid parsed
-    values in order, to 6 significant digits. Under a sampling protocol the samples are those
-    its responses yield (``protocol_diagnostics.samples_of``)."""
-    items = (
-        list(responses)
-        if protocol == "independent"
-        else protocol_diagnostics.samples_of(protocol, list(responses), target)[0]
-    )
+    values in order, to 6 significant digits: the samples its responses yield under ``protocol``
+    (``protocol_diagnostics.samples_of``; independent requests: the responses themselves)."""
+    items, _ = protocol_diagnostics.samples_of(protocol, list(responses), target)
     answers = [classify(text, target) for text in items]
     return len(answers), [float(f"{a.value:.6g}") for a in answers if a.valid and a.value is not None]
 

@@ -110,7 +110,7 @@ def samples_of(protocol: str, responses: list[str], target: Target) -> tuple[lis
     the protocol's own per-prompt diagnostics as ``[value, se]`` pairs.
 
     Diagnostics: ``well_formed_rate`` (batch: exactly K numbers; ssot: an ``Answer:`` line;
-    verbalized: a parseable list; seeded: every response); batch also ``lag1_autocorr``
+    verbalized: a parseable list; seeded and independent: every response); batch also ``lag1_autocorr``
     (mean over lists of the lag-1 autocorrelation of their valid items' PIT values; biased
     below 0 for i.i.d. lists: the oracle's lists of 10 average -0.13), ``runs_z`` (mean runs-test z over lists; about 0 for i.i.d.) and
     ``duplicate_excess`` (mean share of repeated items minus what exact draws repeat);
@@ -145,7 +145,7 @@ def samples_of(protocol: str, responses: list[str], target: Target) -> tuple[lis
         formed = sum(v is not None for v in listed)
         scale = iqr(target)
         extras["verbalized_w1_iqr"] = list(_mean_se([verbalized_w1(v, target) / scale for v in listed if v]))
-    elif protocol == "seeded":
+    elif protocol in ("independent", "seeded"):  # every response is one answer
         items, formed = list(responses), n
     else:
         raise ValueError(f"unknown protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
