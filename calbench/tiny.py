@@ -2,7 +2,7 @@
 
 ``build_tiny_model`` writes a Hugging Face folder (a 2-layer Llama with random weights
 and a byte-level BPE trained here on calbench prompts and numbers) in about a second,
-with no network. Two tokenizers cover the cases that matter for answer strings:
+with no network; ``tiny_llama`` is its random model alone, for a tokenizer of your own. Two tokenizers cover the cases that matter for answer strings:
 
 * ``digits="split"``: every digit is its own token, as in Qwen, SmolLM2 and Gemma 3;
 * ``digits="merge"``: BPE merges digit runs into multi-digit tokens, as in GPT-2.
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 CHATML = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
@@ -24,6 +24,15 @@ CHATML = (
     "{% endif %}"
 )
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+SHAPE: dict[str, Any] = {  # the tiny Llama's size: 2 layers, 64 wide, grouped-query attention
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 512,
+    "tie_word_embeddings": True,
+}
 
 
 def _corpus(seed: int) -> list[str]:
@@ -37,6 +46,16 @@ def _corpus(seed: int) -> list[str]:
     return texts
 
 
+def tiny_llama(vocab_size: int, seed: int = 0, **config: Any) -> Any:
+    """A random Llama over ``vocab_size`` tokens, seeded: ``SHAPE`` with ``config`` over it (any
+    ``LlamaConfig`` field: token ids, a smaller width, a larger ``initializer_range``, ...)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    return LlamaForCausalLM(LlamaConfig(**{**SHAPE, "vocab_size": vocab_size, **config}))
+
+
 def build_tiny_model(
     out_dir: str | Path,
     digits: Literal["split", "merge"] = "split",
@@ -45,9 +64,8 @@ def build_tiny_model(
     vocab_size: int = 640,
 ) -> Path:
     """Write a tiny random Llama and its tokenizer to ``out_dir`` and return the path."""
-    import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast
 
     out = Path(out_dir)
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -71,21 +89,12 @@ def build_tiny_model(
     if chat:
         hf_tok.chat_template = CHATML
     hf_tok.save_pretrained(out)
-    torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=len(hf_tok),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        tie_word_embeddings=True,
-        bos_token_id=hf_tok.bos_token_id,
-        eos_token_id=hf_tok.eos_token_id,
-        pad_token_id=hf_tok.pad_token_id,
-    )
-    model = LlamaForCausalLM(config)
+    ids = {
+        "bos_token_id": hf_tok.bos_token_id,
+        "eos_token_id": hf_tok.eos_token_id,
+        "pad_token_id": hf_tok.pad_token_id,
+    }
+    model = tiny_llama(len(hf_tok), seed, **ids)
     model.generation_config.do_sample = True
     model.save_pretrained(out)
     return out

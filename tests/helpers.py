@@ -8,6 +8,7 @@ as plain data, the valid rate recomputed from the logged samples by the parser a
 from __future__ import annotations
 
 import json
+import subprocess
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -55,6 +56,34 @@ def evaluate_local(backend: str, tasks: Sequence[str], path: str | Path | None =
     return evaluation.evaluate(backend, list(tasks), model_args=model_args, device="cpu", **kwargs)
 
 
+REFERENCES = ("calbench-oracle", "calbench-collapsed")
+
+
+def reference_results(tasks: Sequence[str], num_samples: int = 200) -> dict[str, dict[str, Any]]:
+    """Each reference system's lm-eval results (``results["results"]``: task -> metrics) on
+    ``tasks``, run in-process with nothing written: ``[model][task]``."""
+    from calbench import evaluation
+
+    return {
+        model: evaluation.evaluate(model, list(tasks), num_samples=num_samples, output_path=None)["results"]
+        for model in REFERENCES
+    }
+
+
+def plain_lm_eval(pretrained: str | Path, tasks: str, output: Path, *extra: str) -> Any:
+    """The documented command as a user types it: plain ``lm_eval`` on the ``hf`` backend, a local
+    model folder in float32 on the CPU, calbench's task folder, the chat template, results and
+    samples logs under ``output``; ``extra`` adds lm_eval flags. The finished process (not checked)."""
+    from calbench import tasks_path
+
+    cmd = [
+        "lm_eval", "--model", "hf", "--model_args", f"pretrained={pretrained},dtype=float32",
+        "--include_path", str(tasks_path()), "--tasks", tasks, "--apply_chat_template", "--device", "cpu",
+        "--output_path", str(output), "--log_samples", *extra,
+    ]  # fmt: skip
+    return subprocess.run(cmd, capture_output=True, text=True, check=False)
+
+
 # ---- tokenization -----------------------------------------------------------------------
 
 
@@ -94,6 +123,11 @@ def pooled_chisquare(observed: ArrayLike, expected: ArrayLike, min_expected: flo
         exp = np.append(exp[big], exp[~big].sum())
     result = stats.chisquare(obs, exp)
     return ChiSquare(float(result.statistic), float(result.pvalue), int(obs.size))
+
+
+def z_score(task_results: Mapping[str, Any], key: str) -> float:
+    """A sampling metric over its standard error, from one task's lm-eval results (``<key>,samples``)."""
+    return float(task_results[f"{key},samples"] / task_results[f"{key}_stderr,samples"])
 
 
 # ---- task YAML --------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """The answer enumerator against brute force, and its metrics against independent references.
 
-The brute-force fixture: a 2-layer random Llama over a 16-token vocabulary built here
-(digits 0, 1, 2, 3, 5, the point, both signs, "e", a merged "12", a space-led " 3", a space, a
+The brute-force fixture: a 2-layer random Llama (``calbench.tiny.tiny_llama``, half as wide and
+with peaked next-token laws) over a 16-token vocabulary built here (digits 0, 1, 2, 3, 5, the point, both signs, "e", a merged "12", a space-led " 3", a space, a
 line break, a letter, a non-stop special token and the stop token), so every sample of
 up to 4 tokens can be listed and decoded the way the sampler decodes it.
 """
@@ -45,25 +45,25 @@ CAP = 4
 @pytest.fixture(scope="module")
 def micro():
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast
+
+    from calbench.tiny import tiny_llama
 
     vocab = {p: i for i, p in enumerate(PIECES)}
     tok = Tokenizer(models.BPE(vocab=vocab, merges=[("1", "2"), ("Ġ", "3")]))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     tok.decoder = decoders.ByteLevel()
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=SPECIALS[0], eos_token=SPECIALS[1])
-    torch.manual_seed(3)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
+    model = tiny_llama(
+        len(tokenizer),
+        seed=3,
         hidden_size=32,
         intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        max_position_embeddings=2048,
         initializer_range=0.4,  # peaked next-token laws, not near-uniform ones
         tie_word_embeddings=False,
     )
-    model = LlamaForCausalLM(config).eval().double()  # float64: tree and full forwards agree to 1e-12
+    model = model.eval().double()  # float64: tree and full forwards agree to 1e-12
     return model, tokenizer
 
 

