@@ -88,7 +88,7 @@ def main() -> None:
             "hard (sampled answer)": TrainConfig(method="hard", **common),
             "soft (full trie, 1 prompt)": TrainConfig(method="soft", soft_paths="all", **common | {"batch_size": 1}),
         }.items():
-            trainer, data = build(config)
+            trainer, data = build(config.resolve())
             trainer.model.train()
             collator = trainer.data_collator
             results[name] = (*step_time(trainer, collator, data.examples, args.repeats), trainer.model)

@@ -19,7 +19,9 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
-PACKAGES = ("calbench", "lm_eval", "transformers", "torch", "peft", "numpy", "scipy")
+# Every package a result's numbers depend on: run records and adapters' training records list them
+# (accelerate runs the training loop).
+PACKAGES = ("calbench", "lm_eval", "transformers", "torch", "peft", "accelerate", "numpy", "scipy")
 
 
 def package_versions(names: Sequence[str] = PACKAGES) -> dict[str, str]:

@@ -55,7 +55,7 @@ def _hold_lock(folder: Path, sentinel: Path) -> subprocess.Popen[str]:
 @pytest.mark.parametrize("mode", ["--resume", "--overwrite"])
 def test_a_second_process_on_a_run_folder_is_refused(tmp_path, capsys, mode):
     folder = tmp_path / "run"
-    run_folder.start(TrainConfig(output=str(folder), lr=2e-4), 1)
+    run_folder.start(TrainConfig(output=str(folder), lr=2e-4).resolve(), 1)
     before = (folder / run_folder.RUN_FILE).read_text()
     holder = _hold_lock(folder, tmp_path / "held")
     try:
@@ -100,7 +100,7 @@ def test_overwrite_deletes_nothing_in_a_folder_that_is_not_a_calbench_run(tmp_pa
     (tmp_path / "f" / "checkpoint-7000").mkdir()
     for overwrite in (False, True):
         with pytest.raises(RunFolderError, match="not a calbench run folder") as err:
-            run_folder.start(TrainConfig(output=str(tmp_path / "f"), overwrite=overwrite), 1)
+            run_folder.start(TrainConfig(output=str(tmp_path / "f"), overwrite=overwrite).resolve(), 1)
         assert "--overwrite to replace" not in str(err.value)
     assert (tmp_path / "f" / "runs" / "exp42").is_dir() and (tmp_path / "f" / "checkpoint-7000").is_dir()
     assert not (tmp_path / "f" / run_folder.RUN_FILE).exists()
@@ -130,13 +130,13 @@ def _checkpoint(folder: Path, step: int) -> Path:
 )
 def test_a_damaged_checkpoint_falls_back_to_the_previous_complete_one(tmp_path, capsys, damage, why):
     config = TrainConfig(output=str(tmp_path))
-    run_folder.start(config, 1)
+    run_folder.start(config.resolve(), 1)
     _checkpoint(tmp_path, 1)
     newest = _checkpoint(tmp_path, 2)
     assert run_folder.checkpoint_problem(newest) is None
     damage(newest)
     assert why in run_folder.checkpoint_problem(newest)
-    checkpoint, _ = run_folder.start(dataclasses.replace(config, resume=True), 1)
+    checkpoint, _ = run_folder.start(dataclasses.replace(config, resume=True).resolve(), 1)
     assert checkpoint == tmp_path / "checkpoint-1" and not newest.exists()
     err = capsys.readouterr().err
     assert "checkpoint-2 is damaged (" in err and why in err and "resuming from an earlier one" in err
@@ -212,15 +212,15 @@ def test_resume_identity_is_the_base_models_weights(tmp_path, monkeypatch):
     model.mkdir(parents=True)
     (model / "model.safetensors").write_bytes(b"weights one")
     run = tmp_path / "run"
-    run_folder.start(TrainConfig(output=str(run), model=str(model)), 1)
+    run_folder.start(TrainConfig(output=str(run), model=str(model)).resolve(), 1)
     monkeypatch.chdir(tmp_path)
     run_folder.base_identity.cache_clear()
     same = TrainConfig(output=str(run), model="models/m", resume=True)  # another spelling, same weights
-    assert run_folder.start(same, 1) == (None, None)
+    assert run_folder.start(same.resolve(), 1) == (None, None)
     (model / "model.safetensors").write_bytes(b"weights two")  # same path, new weights
     run_folder.base_identity.cache_clear()
     with pytest.raises(RunFolderError, match=r"--model: run .* \(weights [0-9a-f]{16}\), now 'models/m' \(weights"):
-        run_folder.start(same, 1)
+        run_folder.start(same.resolve(), 1)
 
 
 # ---- case 1: a kill after the last checkpoint, before the adapter ----------------------------------

@@ -56,7 +56,7 @@ def test_family_balanced_order_is_reproducible_and_balanced():
 
 
 def test_soft_path_loss_equals_brute_force(tiny_split, tmp_path):
-    trainer, data = build(config(tiny_split, tmp_path, method="soft", tau=1.5))
+    trainer, data = build(config(tiny_split, tmp_path, method="soft", tau=1.5).resolve())
     model = trainer.model.eval()
     collator = SoftPathCollator(data, 5, 1001)
     examples = data.examples[:2]
@@ -75,7 +75,9 @@ def test_soft_path_loss_equals_brute_force(tiny_split, tmp_path):
 @pytest.mark.parametrize("row_nodes", [256, pytest.param(9, marks=pytest.mark.integration)])
 def test_full_trie_loss_is_the_expected_path_loss(tiny_split, tmp_path, row_nodes):
     # 256: the whole trie in one row; 9: split into many sub-trie rows that share ancestors.
-    trainer, data = build(config(tiny_split, tmp_path, method="soft", soft_paths="all", max_bins=40, decimals=2))
+    trainer, data = build(
+        config(tiny_split, tmp_path, method="soft", soft_paths="all", max_bins=40, decimals=2).resolve()
+    )
     model = trainer.model.eval()
     prompt = 3
     trie = data.trie(prompt, 2, 40)
@@ -90,7 +92,9 @@ def test_full_trie_loss_is_the_expected_path_loss(tiny_split, tmp_path, row_node
 
 
 def test_full_trie_rows_give_the_same_gradient(tiny_split, tmp_path):
-    trainer, data = build(config(tiny_split, tmp_path, method="soft", soft_paths="all", max_bins=40, decimals=2))
+    trainer, data = build(
+        config(tiny_split, tmp_path, method="soft", soft_paths="all", max_bins=40, decimals=2).resolve()
+    )
     model = trainer.model.eval()
     grads = []
     for row_nodes in (10**6, 7):
@@ -105,7 +109,9 @@ def test_full_trie_rows_give_the_same_gradient(tiny_split, tmp_path):
 def test_full_trie_gradient_equals_the_brute_force_expected_path_loss(tiny_split, tmp_path):
     """The prompt computed once, its rows after its cache, in one graph: the gradient is that of
     Σ_s P_Y(s) · path loss(s) written out with one plain forward per string."""
-    trainer, data = build(config(tiny_split, tmp_path, method="soft", soft_paths="all", max_bins=40, decimals=2))
+    trainer, data = build(
+        config(tiny_split, tmp_path, method="soft", soft_paths="all", max_bins=40, decimals=2).resolve()
+    )
     model = trainer.model.eval()
     prompt = 5
     trie = data.trie(prompt, 2, 40)
@@ -199,7 +205,7 @@ TRAJECTORIES = {
 def test_pinned_loss_trajectory(name, tiny_split, tmp_path):
     method, _, paths = name.partition("-")
     extra = {"soft_paths": paths, "max_bins": 60, "decimals": 2} if paths else {}
-    trainer, _ = build(config(tiny_split, tmp_path, method=method, max_steps=4, **extra))
+    trainer, _ = build(config(tiny_split, tmp_path, method=method, max_steps=4, **extra).resolve())
     trainer.train()
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     assert losses == pytest.approx(TRAJECTORIES[name], rel=2e-3), losses
@@ -216,13 +222,13 @@ class StopAt(TrainerCallback):
 
 @pytest.mark.integration
 def test_resume_reaches_the_same_loss(tiny_split, tmp_path):
-    straight, _ = build(config(tiny_split, tmp_path / "a", method="soft", max_steps=6, save_steps=3))
+    straight, _ = build(config(tiny_split, tmp_path / "a", method="soft", max_steps=6, save_steps=3).resolve())
     straight.train()
-    interrupted, _ = build(config(tiny_split, tmp_path / "b", method="soft", max_steps=6, save_steps=3))
+    interrupted, _ = build(config(tiny_split, tmp_path / "b", method="soft", max_steps=6, save_steps=3).resolve())
     interrupted.add_callback(StopAt(3))
     interrupted.train()
     assert interrupted.state.global_step == 3 and (tmp_path / "b" / "checkpoint-3").is_dir()
-    resumed, _ = build(config(tiny_split, tmp_path / "b", method="soft", max_steps=6, save_steps=3))
+    resumed, _ = build(config(tiny_split, tmp_path / "b", method="soft", max_steps=6, save_steps=3).resolve())
     resumed.train(resume_from_checkpoint=True)
 
     def last_loss(t):
@@ -343,7 +349,7 @@ def test_retain_texts_are_not_the_evaluated_items():
 def test_retain_term_is_zero_for_a_fresh_adapter(tiny_split, tmp_path):
     from calbench.training.retain import retain_kl
 
-    trainer, _ = build(config(tiny_split, tmp_path, retain_weight=1.0, retain_batch=3))
+    trainer, _ = build(config(tiny_split, tmp_path, retain_weight=1.0, retain_batch=3).resolve())
     batch = trainer.retain.batch(0, 3)
     assert batch["trained"].any(dim=1).all()  # every text has trained positions
     kl = retain_kl(trainer.model, batch["input_ids"], batch["attention_mask"], batch["trained"])
@@ -359,7 +365,7 @@ def test_retain_term_equals_a_brute_force_kl(tiny_split, tmp_path):
 
     from calbench.training.retain import retain_kl
 
-    trainer, _ = build(config(tiny_split, tmp_path, retain_weight=1.0, retain_batch=3))
+    trainer, _ = build(config(tiny_split, tmp_path, retain_weight=1.0, retain_batch=3).resolve())
     model = trainer.model.eval()
     torch.manual_seed(0)
     with torch.no_grad():
@@ -387,7 +393,7 @@ def test_retain_term_equals_a_brute_force_kl(tiny_split, tmp_path):
 def test_retain_batches_follow_the_step_not_the_call(tiny_split, tmp_path):
     """A resumed run restarts at an optimizer step: the retain batch it draws there is the one the
     straight run drew (the index is step x accumulation + forward within the step)."""
-    trainer, _ = build(config(tiny_split, tmp_path, retain_weight=0.5, retain_batch=2))
+    trainer, _ = build(config(tiny_split, tmp_path, retain_weight=0.5, retain_batch=2).resolve())
     original, seen = trainer.retain.batch, []
 
     def spy(index, size):

@@ -98,9 +98,9 @@ def test_an_output_that_is_a_file_is_refused(capsys, tmp_path):
 def test_an_output_that_links_to_a_missing_folder_is_refused(tmp_path):
     (tmp_path / "run").symlink_to(tmp_path / "elsewhere")
     with pytest.raises(RunFolderError, match=r"links to .*elsewhere, which does not exist"):
-        run_folder.start(TrainConfig(output=str(tmp_path / "run")), 1)
+        run_folder.start(TrainConfig(output=str(tmp_path / "run")).resolve(), 1)
     (tmp_path / "elsewhere").mkdir()
-    assert run_folder.start(TrainConfig(output=str(tmp_path / "run")), 1) == (None, None)
+    assert run_folder.start(TrainConfig(output=str(tmp_path / "run")).resolve(), 1) == (None, None)
 
 
 def test_defaults_are_only_filled_where_an_option_is_missing():
@@ -115,45 +115,45 @@ def test_defaults_are_only_filled_where_an_option_is_missing():
 
 def test_a_run_resumes_only_with_its_own_options(tmp_path):
     first = TrainConfig(output=str(tmp_path), method="soft", lr=2e-4)
-    assert run_folder.start(first, 1) == (None, None)
+    assert run_folder.start(first.resolve(), 1) == (None, None)
     saved = json.loads((tmp_path / run_folder.RUN_FILE).read_text())
     assert saved["options"]["method"] == "soft" and saved["world_size"] == 1 and not saved["finished"]
     other = TrainConfig(output=str(tmp_path), method="hard", lr=1e-3, model="x", resume=True)
     with pytest.raises(RunFolderError) as err:
-        run_folder.start(other, 1)
+        run_folder.start(other.resolve(), 1)
     for named in ("--method: run 'soft', now 'hard'", "--lr: run 0.0002, now 0.001", "--model"):
         assert named in str(err.value)
     with pytest.raises(RunFolderError, match="processes: run 1, now 2"):
-        run_folder.start(TrainConfig(output=str(tmp_path), resume=True), 2)
+        run_folder.start(TrainConfig(output=str(tmp_path), resume=True).resolve(), 2)
     # Options that do not change training may differ.
     same = TrainConfig(output=str(tmp_path), resume=True, save_steps=7, logging_steps=3)
-    assert run_folder.start(same, 1) == (None, None)
+    assert run_folder.start(same.resolve(), 1) == (None, None)
 
 
 def test_a_new_run_never_starts_over_another(tmp_path):
-    run_folder.start(TrainConfig(output=str(tmp_path)), 1)
+    run_folder.start(TrainConfig(output=str(tmp_path)).resolve(), 1)
     (tmp_path / "checkpoint-3").mkdir()
     (tmp_path / "adapter").mkdir()
     with pytest.raises(RunFolderError, match="holds another run: pass --resume"):
-        run_folder.start(TrainConfig(output=str(tmp_path), lr=1e-3), 1)
-    run_folder.start(TrainConfig(output=str(tmp_path), lr=1e-3, overwrite=True), 1)
+        run_folder.start(TrainConfig(output=str(tmp_path), lr=1e-3).resolve(), 1)
+    run_folder.start(TrainConfig(output=str(tmp_path), lr=1e-3, overwrite=True).resolve(), 1)
     assert not (tmp_path / "checkpoint-3").exists()  # the old run's checkpoints are gone
     assert (tmp_path / "adapter").exists()  # its adapter stays until a new one replaces it
     assert json.loads((tmp_path / run_folder.RUN_FILE).read_text())["options"]["lr"] == 1e-3
     stray = tmp_path / "stray"
     (stray / "checkpoint-1").mkdir(parents=True)
     with pytest.raises(RunFolderError, match=r"no calbench_run\.json: nothing to resume"):
-        run_folder.start(TrainConfig(output=str(stray), resume=True), 1)
+        run_folder.start(TrainConfig(output=str(stray), resume=True).resolve(), 1)
 
 
 def test_resume_takes_the_newest_complete_checkpoint(tmp_path):
     config = TrainConfig(output=str(tmp_path))
-    run_folder.start(config, 1)
+    run_folder.start(config.resolve(), 1)
     for step in (1, 2, 3):
         (tmp_path / f"checkpoint-{step}").mkdir()
     for step in (1, 2):
         run_folder.mark_complete(tmp_path / f"checkpoint-{step}", run_folder.progress_of(None))
-    checkpoint, finished = run_folder.start(TrainConfig(output=str(tmp_path), resume=True), 1)
+    checkpoint, finished = run_folder.start(TrainConfig(output=str(tmp_path), resume=True).resolve(), 1)
     assert checkpoint == tmp_path / "checkpoint-2" and finished is None
     assert not (tmp_path / "checkpoint-3").exists()  # cut short while it was written
 

@@ -60,7 +60,7 @@ def test_full_trie_loss_at_tau_one_equals_the_exact_logit_kl(tiny_split, tmp_pat
         tau=1.0,
         use_cpu=True,
     )
-    trainer, data = build(config)
+    trainer, data = build(config.resolve())
     model = trainer.model.eval()
     prompt = 3
     trie = data.trie(prompt, 2, 40)

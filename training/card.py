@@ -9,14 +9,13 @@ from calbench import model_catalogue
 from calbench.leaderboard.card import CARD_AFTER_EVALUATION, CARD_EVALUATION
 from calbench.provenance import package_versions
 from calbench.train_record import logged_loss
-from calbench.training.config import TrainConfig
-
-PACKAGES = ("calbench", "torch", "transformers", "peft", "accelerate", "lm-eval", "numpy", "scipy")
+from calbench.training.config import ResolvedTrainConfig, TrainConfig
 
 
 def versions() -> dict[str, str]:
-    """Python's and the packages' versions, for the card and ``calbench_train.json``."""
-    return {"python": platform.python_version(), **package_versions(PACKAGES)}
+    """Python's and the packages' versions (``calbench.provenance.PACKAGES``), for the card and
+    ``calbench_train.json``."""
+    return {"python": platform.python_version(), **package_versions()}
 
 
 def loss_text(summary: dict[str, Any]) -> str:
@@ -44,7 +43,7 @@ def data_text(config: TrainConfig) -> str:
     )
 
 
-def render(config: TrainConfig, summary: dict[str, Any], evaluation: str | None = None) -> str:
+def render(config: ResolvedTrainConfig, summary: dict[str, Any], evaluation: str | None = None) -> str:
     """Markdown model card: base model, method, data, optimisation, steps, evaluation."""
     method = (
         "soft targets: KL from the trie's next-token targets q(·|prefix) to the model, "

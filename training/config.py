@@ -1,9 +1,11 @@
 """The training run's configuration: one frozen dataclass, exposed as CLI flags.
 
 Defaults are the paper's final settings. Method-dependent defaults (``None`` below) are
-resolved by ``resolve``: soft targets use 1001 strings, 1 sampled path per prompt per
-epoch and 3 epochs; hard targets use 16384 strings, 16 samples per prompt per epoch and
-2 epochs. The resolved config is printed and written beside the adapter.
+resolved by ``resolve``, once per run: soft targets use 1001 strings, 1 sampled path per prompt
+per epoch and 3 epochs; hard targets use 16384 strings, 16 samples per prompt per epoch and
+2 epochs. ``resolve`` returns a ``ResolvedTrainConfig``, whose sizes are numbers: what the
+trainer, the run folder and the model card take. The resolved config is printed and written
+beside the adapter.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from calbench.space import EVAL_MAX_BINS, HARD_MAX_BINS
 
@@ -117,25 +119,22 @@ class TrainConfig:
     use_cpu: bool = _flag("train on the CPU even if a GPU is present (fp32)", default=False)
     chat: bool | None = _flag("wrap prompts in the chat template (default: when the tokenizer has one)", default=None)
 
-    def resolve(self) -> TrainConfig:
-        """Fill the method-dependent defaults (only where an option was not given)."""
+    def resolve(self) -> ResolvedTrainConfig:
+        """The config with the method-dependent defaults filled in (only where an option was not given)."""
         soft = self.method == "soft"
 
         def default(value: int | None, if_soft: int, if_hard: int) -> int:
             return (if_soft if soft else if_hard) if value is None else value
 
-        return dataclasses.replace(
-            self,
-            max_bins=default(self.max_bins, EVAL_MAX_BINS, HARD_MAX_BINS),
-            epochs=default(self.epochs, 3, 2),
-            samples_per_prompt=default(self.samples_per_prompt, 1, 16),
+        given = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return ResolvedTrainConfig(
+            **{
+                **given,
+                "max_bins": default(self.max_bins, EVAL_MAX_BINS, HARD_MAX_BINS),
+                "epochs": default(self.epochs, 3, 2),
+                "samples_per_prompt": default(self.samples_per_prompt, 1, 16),
+            }
         )
-
-    def sizes(self) -> tuple[int, int, int]:
-        """(max_bins, epochs, samples_per_prompt) with the method's defaults filled in."""
-        r = self.resolve()
-        assert r.max_bins is not None and r.epochs is not None and r.samples_per_prompt is not None
-        return r.max_bins, r.epochs, r.samples_per_prompt
 
     def problems(self) -> list[str]:
         """Every option that would fail or silently waste a run, as ``--option: why``; [] if none."""
@@ -202,7 +201,7 @@ class TrainConfig:
             out.append(f"--effective-batch {self.effective_batch} is not a multiple of --batch-size {self.batch_size}")
         return out
 
-    def validate(self) -> TrainConfig:
+    def validate(self) -> Self:
         """The config itself, or a ``ValueError`` naming every bad option."""
         problems = self.problems()
         if problems:
@@ -211,6 +210,20 @@ class TrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+
+
+@dataclass(frozen=True)
+class ResolvedTrainConfig(TrainConfig):
+    """A ``TrainConfig`` with its method's defaults filled in (``TrainConfig.resolve``): the sizes
+    are numbers, not "the method's default". What a run trains with, and what its run file, its
+    summary and its adapter's card record."""
+
+    max_bins: int = field(kw_only=True)
+    epochs: int = field(kw_only=True)
+    samples_per_prompt: int = field(kw_only=True)
+
+    def resolve(self) -> ResolvedTrainConfig:
+        return self
 
 
 CHOICES = {

@@ -41,7 +41,7 @@ from typing import Any
 
 from calbench.provenance import atomic_write, exclusive_lock, sha256_file, weights_hash
 from calbench.train_record import NOT_IDENTITY
-from calbench.training.config import TrainConfig
+from calbench.training.config import ResolvedTrainConfig, TrainConfig
 
 RUN_FILE = "calbench_run.json"
 CHECKPOINT_FILE = "calbench_checkpoint.json"
@@ -74,10 +74,10 @@ def base_identity(reference: str) -> dict[str, str]:
     return {"weights_sha256": digest} if digest else {"reference": reference}
 
 
-def identity(config: TrainConfig, world_size: int) -> dict[str, Any]:
+def identity(config: ResolvedTrainConfig, world_size: int) -> dict[str, Any]:
     """What makes two segments one run: the resolved options that change training, the base
     model's weights, and the processes."""
-    options = {k: v for k, v in config.resolve().to_dict().items() if k not in NOT_IDENTITY}
+    options = {k: v for k, v in config.to_dict().items() if k not in NOT_IDENTITY}
     return {"options": options, "base_model": base_identity(config.model), "world_size": world_size}
 
 
@@ -221,7 +221,7 @@ def clear_for_new_run(folder: Path) -> None:
     (folder / RUN_FILE).unlink(missing_ok=True)
 
 
-def check(config: TrainConfig, world_size: int) -> dict[str, Any] | None:
+def check(config: ResolvedTrainConfig, world_size: int) -> dict[str, Any] | None:
     """Whether ``config`` may use its run folder, changing nothing: raises ``RunFolderError`` if
     not; returns the run file of a finished run that is resumed (nothing to train), else None."""
     folder = Path(config.output)
@@ -254,7 +254,7 @@ def check(config: TrainConfig, world_size: int) -> dict[str, Any] | None:
     return None
 
 
-def start(config: TrainConfig, world_size: int) -> tuple[Path | None, dict[str, Any] | None]:
+def start(config: ResolvedTrainConfig, world_size: int) -> tuple[Path | None, dict[str, Any] | None]:
     """Prepare the run folder for ``config``: (the checkpoint to resume from, the finished run's file).
 
     A finished run that is resumed returns its run file and nothing is to be trained.
@@ -278,7 +278,7 @@ def finished_run(folder: Path) -> dict[str, Any] | None:
     return previous if previous is not None and previous.get("finished") else None
 
 
-def decided(config: TrainConfig) -> Path | None:
+def decided(config: ResolvedTrainConfig) -> Path | None:
     """The checkpoint ``start`` chose, read back without changing anything (the other processes of
     a DDP run; a finished run never gets here: no process joins the process group)."""
     if not config.resume:

@@ -34,7 +34,7 @@ from calbench import model_catalogue
 from calbench.backends.tree_attention import cache_kwarg, output_cache
 from calbench.train_record import logged_loss, mean_logged_loss
 from calbench.training import card, run_folder
-from calbench.training.config import TrainConfig
+from calbench.training.config import ResolvedTrainConfig, TrainConfig
 from calbench.training.data import FullTrieCollator, HardCollator, SoftPathCollator, TrainingSet
 from calbench.training.losses import hard_ce, soft_kl
 from calbench.training.retain import RetainSet, retain_kl
@@ -205,11 +205,10 @@ def _warmup(ratio: float) -> dict[str, Any]:
     return {"warmup_ratio": ratio} if "warmup_ratio" in names else {"warmup_steps": ratio}
 
 
-def build(config: TrainConfig) -> tuple[CalibrationTrainer, TrainingSet]:
+def build(config: ResolvedTrainConfig) -> tuple[CalibrationTrainer, TrainingSet]:
     """The Trainer of a run (model with fresh LoRA adapters, data, collator, arguments)."""
     from peft import LoraConfig, get_peft_model
 
-    config = config.resolve()
     path = model_catalogue.resolve(config.model)
     cuda = torch.cuda.is_available() and not config.use_cpu
     tokenizer = AutoTokenizer.from_pretrained(path)
@@ -243,8 +242,17 @@ def build(config: TrainConfig) -> tuple[CalibrationTrainer, TrainingSet]:
     if config.retain_weight > 0:  # the base model's answers, before any step (the adapter starts at 0)
         retain = RetainSet(tokenizer, chat, config.seed)
         retain.prepare(model.to("cuda") if cuda else model)
-    max_bins, epochs, repeats = config.sizes()
-    data = TrainingSet(tokenizer, chat, repeats, epochs, config.seed, config.prompts, config.parameters, config.widen)
+    max_bins = config.max_bins
+    data = TrainingSet(
+        tokenizer,
+        chat,
+        config.samples_per_prompt,
+        config.epochs,
+        config.seed,
+        config.prompts,
+        config.parameters,
+        config.widen,
+    )
     world = int(os.environ.get("WORLD_SIZE", "1"))
     per_step = config.batch_size * world
     accumulation = max(1, config.effective_batch // per_step)
@@ -302,7 +310,7 @@ def run(config: TrainConfig) -> Path:
     The first process holds the run folder's lock throughout. Nothing is written in the folder
     (its run file included) before every option, the model and the LoRA targets have been checked
     and the Trainer built: a run refused or failing to start leaves the folder as it was."""
-    resolved = config.resolve().validate()
+    resolved = config.resolve().validate()  # the one resolution of the run: everything below takes it
     folder = Path(resolved.output)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     # The first process prepares the run folder; under DDP the others read its decision once
@@ -387,7 +395,7 @@ def check_adapter(model: Any, tokenizer: Any) -> None:
         )
 
 
-def _install(trainer: CalibrationTrainer, data: TrainingSet, resolved: TrainConfig, result: Any) -> None:
+def _install(trainer: CalibrationTrainer, data: TrainingSet, resolved: ResolvedTrainConfig, result: Any) -> None:
     """Write the trained adapter, its tokenizer, the run's summary and card, and install it."""
     folder = Path(resolved.output)
     progress = trainer.progress
