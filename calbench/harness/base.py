@@ -7,6 +7,7 @@ overall metrics (equal weight over families), each task reports ``<metric>/<fami
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
@@ -31,35 +32,9 @@ def metric_keys(metrics: Sequence[str], family: str | None = None, stderr: bool 
     return [k for name in names for k in ((name, f"{name}_stderr") if stderr else (name,))]
 
 
-_SUMMARIES: dict[tuple[Any, ...], tuple[list[dict[str, Any]], Summary]] = {}  # one summary per record set
-
-
-def _summary(summarize: Callable[[list[dict[str, Any]]], Summary], records: list[dict[str, Any]]) -> Summary:
-    """``summarize(records)``, computed once for the same records: lm-eval aggregates each metric
-    key apart (414 keys for calbench_numeric_unseen), and every key of a task or of a family
-    holds the same record objects."""
-    key = (summarize, *map(id, records))
-    if key not in _SUMMARIES:
-        if len(_SUMMARIES) > 64:
-            _SUMMARIES.clear()
-        _SUMMARIES[key] = (records, summarize(records))  # the records stay alive: their ids stay theirs
-    return _SUMMARIES[key][1]
-
-
-def _aggregate(
-    summarize: Callable[[list[dict[str, Any]]], Summary],
-    group: str,
-    key: str,
-    items: list[dict[str, Any]],
-) -> float:
-    base, stderr, _ = key.partition("_stderr")
-    metric, _, family = base.partition("/")
-    records = [i for i in items if not family or i[group] == family]
-    if not records:  # a family all of whose prompts `--limit` left out
-        return float("nan")
-    summary = _summary(summarize, records)
-    estimate = summary.families[family][metric] if family else summary.overall[metric]
-    return estimate.se if stderr else estimate.value
+def content_key(records: list[dict[str, Any]]) -> str:
+    """The records' content as one string: equal records, equal key (all a summary depends on)."""
+    return json.dumps(records, sort_keys=True, default=repr)
 
 
 class CalbenchTask(ConfigurableTask):
@@ -93,6 +68,7 @@ class CalbenchTask(ConfigurableTask):
         split = self.dataset[self.config.test_split]
         present = set(split[self.GROUP]) if self.GROUP in split.column_names else set()
         self._families = [f for f in self.GROUPS if f in present]
+        self._summaries: dict[str, Summary] = {}  # this task's summaries, by their records' content
 
     def fewshot_context(
         self,
@@ -156,7 +132,27 @@ class CalbenchTask(ConfigurableTask):
 
     def aggregation(self) -> dict[str, Callable[[list[Any]], float]]:
         keys = self._all_keys(self.OPTIONAL)
-        return {k: partial(_aggregate, type(self).summarize, self.GROUP, k) for k in keys}
+        return {k: partial(self._aggregate, k) for k in keys}
+
+    def _aggregate(self, key: str, items: list[dict[str, Any]]) -> float:
+        """One metric key's value (or its standard error), from the summary of its records."""
+        base, stderr, _ = key.partition("_stderr")
+        metric, _, family = base.partition("/")
+        records = [i for i in items if not family or i[self.GROUP] == family]
+        if not records:  # a family all of whose prompts `--limit` left out
+            return float("nan")
+        summary = self._summary(records)
+        estimate = summary.families[family][metric] if family else summary.overall[metric]
+        return estimate.se if stderr else estimate.value
+
+    def _summary(self, records: list[dict[str, Any]]) -> Summary:
+        """``summarize(records)``, computed once per content: lm-eval aggregates each metric key
+        apart (414 keys for calbench_numeric_unseen), and every key of the task (or of one
+        family) gets the same records."""
+        key = content_key(records)
+        if key not in self._summaries:
+            self._summaries[key] = type(self).summarize(records)
+        return self._summaries[key]
 
     def higher_is_better(self) -> dict[str, bool]:
         return {k: catalog.higher_is_better(k) for k in self._all_keys(self.OPTIONAL)}

@@ -3,7 +3,8 @@
 A run is accepted only at pure T=1 sampling (greedy for the greedy tasks), over every prompt
 (no ``--limit``, no ``--samples``), and on stock hf or vLLM only with a model whose
 ``generation_config.json`` changes nothing the tasks did not override (``calbench.policy``).
-A record is validated field by field on every save and load; each refusal names the field.
+A record is validated field by field on every save and load; each refusal names the field
+(``calbench.leaderboard.record_types`` names the shape it checks).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 from calbench.families import FAMILIES
 from calbench.leaderboard.numbers import EXACT_TASKS, LIKELIHOOD_TASKS, NUMERIC_SPLITS, SAMPLING_TASKS
+from calbench.leaderboard.record_types import TaskEntry
 from calbench.lm_eval_io import args_dict, model_args
 from calbench.metrics.catalog import find
 from calbench.policy import GREEDY_TASKS, PURE_SAMPLING, active_generation_config, decoding_deviations
@@ -254,9 +256,7 @@ def _finite(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def validate_stored(
-    source: str, kind: str, values: list[Any], entry: Mapping[str, Any], one_per_request: bool = False
-) -> None:
+def validate_stored(source: str, kind: str, values: list[Any], entry: TaskEntry, one_per_request: bool = False) -> None:
     """Refuse stored samples or per-item scores (``samples/<name>.json``) that a run cannot have
     produced: per prompt, a calbench family and its target, a whole number of responses and at
     most that many valid answers, each a finite number (with one sample per request, as many

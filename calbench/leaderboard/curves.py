@@ -23,6 +23,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +32,8 @@ from tabulate import tabulate
 
 from calbench.leaderboard import store
 from calbench.leaderboard.checks import RefusedRunError
-from calbench.leaderboard.numbers import (
-    EXACT_TASKS,
-    LIKELIHOOD_TASKS,
-    SAMPLING_TASKS,
-    SPLIT_TASKS,
-    split_following,
-    split_score,
-)
+from calbench.leaderboard.numbers import EXACT_TASKS, LIKELIHOOD_TASKS, SAMPLING_TASKS, SPLIT_TASKS, Scored
+from calbench.leaderboard.numbers import scored as scored_records
 from calbench.leaderboard.recipes import (
     RESULTS,
     Evaluation,
@@ -54,6 +49,7 @@ from calbench.leaderboard.recipes import (
     read_yaml,
     train_arguments,
 )
+from calbench.leaderboard.record_types import CurvePart, RunRecord
 from calbench.leaderboard.render import BOARD_START, SPLIT_LABELS, board_page
 from calbench.leaderboard.rows import WORKDIR, _calbench, _say, run_row, training_failed
 from calbench.metrics.prompt_scores import prompt_rows, sample_quality
@@ -311,23 +307,20 @@ def drop_stale_points(curves: Curves, run: CurveRun, steps: set[int]) -> None:
             store.remove_record(folder, path.stem)
 
 
-LEFT_OUT = ("items", "families")  # per-item retention scores; per-family metrics (from the samples)
-
-
-def light(record: dict[str, Any]) -> dict[str, Any]:
+def light(record: RunRecord) -> RunRecord:
     """A curve point as stored: its numbers and its numeric answers (all the curve page and the
     tails page read), without per-item scores (for pairing rows: ``calbench retention-delta``)
     or per-family metrics (the page recomputes them from the answers): a point weighs about
     30 KB, not 90. The splits' numeric tasks keep theirs: a record of them states every family."""
     keep = {*SAMPLING_TASKS.values(), *LIKELIHOOD_TASKS.values(), *EXACT_TASKS.values()}
     for task, entry in record["tasks"].items():
-        for key in LEFT_OUT:
-            if not (key == "families" and task in keep):
-                entry.pop(key, None)
+        entry.pop("items", None)
+        if task not in keep:
+            entry.pop("families", None)
     return record
 
 
-def portable(record: dict[str, Any], workdir: Path) -> dict[str, Any]:
+def portable(record: RunRecord, workdir: Path) -> RunRecord:
     """A point's checkpoint lies in the machine's ``workdir`` (``--workdir``, often outside the
     tree): the record names it ``<workdir>/...``, in its adapter, its recipe and its commands."""
 
@@ -339,8 +332,9 @@ def portable(record: dict[str, Any], workdir: Path) -> dict[str, Any]:
     def short(text: str) -> str:
         return where.sub("<workdir>", text)
 
-    if record["model"].get("adapter"):
-        record["model"]["adapter"] = short(record["model"]["adapter"])
+    adapter = record["model"].get("adapter")
+    if adapter:
+        record["model"]["adapter"] = short(adapter)
     if isinstance((record.get("recipe") or {}).get("model"), str):  # a full fine-tune's checkpoint is the model
         record["recipe"]["model"] = short(record["recipe"]["model"])
         record["recipe_sha256"] = store.recipe_hash(record["recipe"])
@@ -371,8 +365,9 @@ def _share_base(curves: Curves, run: CurveRun) -> None:
 # ---------------------------------------------------------------- rendering, from records alone
 
 
-def point_numbers(record: Mapping[str, Any]) -> dict[str, Estimate]:
+def point_numbers(record: RunRecord) -> dict[str, Estimate]:
     """A curve point's numbers: the quick selection's quality and the retention metrics."""
+    numbers = Scored(record)
     out: dict[str, Estimate] = {}
     quick = record["tasks"].get(QUICK)
     if quick is not None and "samples" in quick:
@@ -382,11 +377,13 @@ def point_numbers(record: Mapping[str, Any]) -> dict[str, Estimate]:
         out["outer"], out["far"] = tails["outer"], tails["far"]
     for split, label in SPLIT_LABELS.items():  # a protocol of the prompt sets (generalization.yaml)
         if SPLIT_TASKS[split] in record["tasks"] and QUICK not in record["tasks"]:
-            for key, fn in ((f"{label} score", split_score), (f"{label} rho", split_following)):
-                value = fn(record, split)
+            for key, value in (
+                (f"{label} score", numbers.split_score(split)),
+                (f"{label} rho", numbers.split_following(split)),
+            ):
                 out[key] = value if isinstance(value, Estimate) else UNDEFINED
     for task, metric in RETENTION.items():
-        pair = record["tasks"].get(task, {}).get("overall", {}).get(metric)
+        pair = record["tasks"][task]["overall"].get(metric) if task in record["tasks"] else None
         if pair:
             out[f"{task.removeprefix('calbench_')} {metric}"] = Estimate(
                 math.nan if pair[0] is None else pair[0], math.nan if pair[1] is None else pair[1]
@@ -394,40 +391,61 @@ def point_numbers(record: Mapping[str, Any]) -> dict[str, Estimate]:
     return out
 
 
-def load_points(curves: Curves) -> dict[str, list[dict[str, Any]]]:
+@dataclass(frozen=True, eq=False)
+class Point:
+    """A curve point's record and its numbers (``point_numbers``), computed once."""
+
+    record: RunRecord
+
+    @cached_property
+    def numbers(self) -> dict[str, Estimate]:
+        return point_numbers(self.record)
+
+    @property
+    def curve(self) -> CurvePart:
+        return self.record["curve"]
+
+
+def as_points(points: Mapping[str, Sequence[RunRecord | Point]]) -> dict[str, list[Point]]:
+    """run -> its points, each to be scored once (a ``Point`` as it is, a record wrapped)."""
+    return {run: [p if isinstance(p, Point) else Point(p) for p in pts] for run, pts in points.items()}
+
+
+def load_points(curves: Curves) -> dict[str, list[RunRecord]]:
     """run -> its points' records, by step (runs without records left out)."""
     out = {}
     for run in curves.runs:
         folder = curves.folder(run.name)
         if folder.is_dir():
-            points = sorted(store.load_records(folder), key=lambda r: r.get("curve", {}).get("step", 0))
+            points = sorted(store.load_records(folder), key=lambda r: r["curve"].get("step", 0) if "curve" in r else 0)
             if points and all("curve" in p for p in points):
                 out[run.name] = points
     return out
 
 
-def table(curves: Curves, points: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
+def table(curves: Curves, points: Mapping[str, Sequence[RunRecord | Point]]) -> str:
+    pts = as_points(points)
     parts = []
     for run in curves.runs:
-        if run.name not in points:
+        if run.name not in pts:
             continue
         rows, headers = [], ["step", "examples"]
-        losses = any(r["curve"].get("train_loss") is not None for r in points[run.name])
-        for record in points[run.name]:
-            numbers = point_numbers(record)
+        losses = any(p.curve.get("train_loss") is not None for p in pts[run.name])
+        for point in pts[run.name]:
+            numbers = point.numbers
             if len(headers) == 2:
                 headers += list(numbers)
-            loss = record["curve"].get("train_loss")
+            loss = point.curve.get("train_loss")
             rows.append(
                 [
-                    str(record["curve"]["step"]),
-                    str(record["curve"]["examples"]),
+                    str(point.curve["step"]),
+                    str(point.curve["examples"]),
                     *(fmt(numbers[h]) for h in headers[2:]),
                     *([] if not losses else ["n/a" if loss is None else f"{loss:.4g}"]),
                 ]
             )
         headers += ["train loss"] if losses else []
-        last = points[run.name][-1]["curve"]
+        last = pts[run.name][-1].curve
         cost = f"{last['seconds_per_step']:g} s and {last['tokens_per_step']:g} tokens per optimizer step"
         train = ", ".join(f"{k}={v}" for k, v in run.train.items())
         own = "" if run.score_every in (None, curves.score_every) else f"; {_every_text(run.score_every).lower()}"
@@ -450,14 +468,15 @@ def seed_sd(estimates: Sequence[Estimate]) -> float:
     return float(np.sqrt(max(0.0, float(np.var(values, ddof=1)) - noise)))
 
 
-def spread(curves: Curves, points: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
+def spread(curves: Curves, points: Mapping[str, Sequence[RunRecord | Point]]) -> str:
     """Each group's runs (the same recipe, other seeds) at their last point: every run, then the
     mean, the sample standard deviation over the group's runs and the part of it that sampling
     noise does not explain (``seed_sd``)."""
+    pts = as_points(points)
     groups: dict[str, list[tuple[CurveRun, dict[str, Estimate]]]] = {}
     for run in curves.runs:
-        if run.group is not None and run.name in points:
-            groups.setdefault(run.group, []).append((run, point_numbers(points[run.name][-1])))
+        if run.group is not None and run.name in pts:
+            groups.setdefault(run.group, []).append((run, pts[run.name][-1].numbers))
     lines = []
     for group, members in groups.items():
         keys = list(members[0][1])
@@ -483,7 +502,7 @@ def spread(curves: Curves, points: Mapping[str, Sequence[Mapping[str, Any]]]) ->
     )
 
 
-def draw(curves: Curves, points: Mapping[str, Sequence[Mapping[str, Any]]], path: Path) -> None:
+def draw(curves: Curves, points: Mapping[str, Sequence[RunRecord | Point]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     from calbench.leaderboard.plots import save
@@ -493,18 +512,19 @@ def draw(curves: Curves, points: Mapping[str, Sequence[Mapping[str, Any]]], path
         ("arithmetic exact_flexible", "arithmetic exact_flexible"),
         *((f"{label} score", f"calibration score: {label}") for label in SPLIT_LABELS.values()),
     ]
-    present = {k for run in points.values() for record in run for k in point_numbers(record)}
+    pts = as_points(points)
+    present = {k for run in pts.values() for point in run for k in point.numbers}
     metrics = [(k, label) for k, label in candidates if k in present]
     fig, axes = plt.subplots(1, len(metrics), figsize=(max(11, 3.6 * len(metrics)), 4), squeeze=False)
     for ax, (key, label) in zip(axes[0], metrics, strict=True):
         for run in curves.runs:
-            if run.name not in points:
+            if run.name not in pts:
                 continue
             xs, ys, es = [], [], []
-            for record in points[run.name]:
-                value = point_numbers(record).get(key)
+            for point in pts[run.name]:
+                value = point.numbers.get(key)
                 if value is not None and math.isfinite(value.value):
-                    xs.append(record["curve"]["examples"])
+                    xs.append(point.curve["examples"])
                     ys.append(value.value)
                     es.append(Z95 * value.se if math.isfinite(value.se) else 0.0)
             ax.errorbar(xs, ys, yerr=es, marker="o", ms=3, capsize=2, label=run.label)
@@ -519,7 +539,9 @@ def draw(curves: Curves, points: Mapping[str, Sequence[Mapping[str, Any]]], path
 
 
 def ends(
-    curves: Curves, points: Mapping[str, Sequence[Mapping[str, Any]]], references: Sequence[Mapping[str, Any]] = ()
+    curves: Curves,
+    points: Mapping[str, Sequence[RunRecord | Point]],
+    references: Sequence[RunRecord | Scored] = (),
 ) -> str:
     """The prompt-set protocol's comparison: each run at its last point, beside reference systems'
     records (their sampling evaluations: the same numbers); "" for another protocol."""
@@ -528,19 +550,18 @@ def ends(
         return ""
     keys = [f"{label} {what}" for label in SPLIT_LABELS.values() for what in ("score", "rho")]
     lines = []
+    pts = as_points(points)
     for run in curves.runs:
-        if run.name in points:
-            last = points[run.name][-1]
-            numbers = point_numbers(last)
-            step = f"{last['curve']['step']} ({last['curve']['examples']:,} examples)"
-            lines.append([run.label, step, *(fmt(numbers.get(k, UNDEFINED)) for k in keys)])
-    for record in references:
+        if run.name in pts:
+            last = pts[run.name][-1]
+            step = f"{last.curve['step']} ({last.curve['examples']:,} examples)"
+            lines.append([run.label, step, *(fmt(last.numbers.get(k, UNDEFINED)) for k in keys)])
+    for reference in scored_records(references):
         cells = []
         for split in SPLIT_LABELS:
-            for fn in (split_score, split_following):
-                value = fn(record, split)
+            for value in (reference.split_score(split), reference.split_following(split)):
                 cells.append(value if isinstance(value, str) else fmt(value))
-        lines.append([f"{record['name']} (reference)", "n/a", *cells])
+        lines.append([f"{reference.name} (reference)", "n/a", *cells])
     headers = ["run", "last point", *keys]
     return "## At the end of training, beside the references\n\n" + tabulate(
         lines, headers=headers, tablefmt="github", disable_numparse=True
@@ -548,11 +569,11 @@ def ends(
 
 
 def write(
-    curves: Curves, output: Path, draw_plot: bool = True, references: Sequence[Mapping[str, Any]] = ()
+    curves: Curves, output: Path, draw_plot: bool = True, references: Sequence[RunRecord | Scored] = ()
 ) -> list[Path]:
     """The recipe's page and plot; a page holding the board markers keeps its hand-written text
-    around them (``render.board_page``)."""
-    points = load_points(curves)
+    around them (``render.board_page``). Each point is scored once, for the tables and the plot."""
+    points = as_points(load_points(curves))
     if not points:
         return []
     page, plot = curves.page
@@ -586,7 +607,7 @@ def write(
         + (
             " The train loss is the one logged last at the point (the mean over the logging interval before it, 5 steps by default; the soft"
             " loss is a KL to the trie targets, 0 at a perfect fit)."
-            if any(p["curve"].get("train_loss") is not None for run in points.values() for p in run)
+            if any(p.curve.get("train_loss") is not None for run in points.values() for p in run)
             else ""
         )
         + f"\n\n![learning curves]({plot})\n\n"

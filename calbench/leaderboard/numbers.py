@@ -31,12 +31,14 @@ families independent: ``stats.quadrature_mean``).
 
 from __future__ import annotations
 
-import functools
 import math
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TypeVar
 
 from calbench.families import FAMILIES
+from calbench.leaderboard.record_types import Pair, RunRecord
 from calbench.metrics import calibration, pit
 from calbench.metrics.calibration import Prompt
 from calbench.metrics.prompt_scores import (
@@ -50,7 +52,6 @@ from calbench.metrics.tails import location_following
 from calbench.stats import UNDEFINED, Z95, Estimate, quadrature_mean
 
 NUMERIC_SPLITS = ("unseen", "heldout")
-F = TypeVar("F", bound=Callable[..., Any])
 SAMPLING_TASKS = {s: f"calbench_numeric_{s}" for s in NUMERIC_SPLITS}
 LIKELIHOOD_TASKS = {s: f"calbench_numeric_{s}_likelihood" for s in NUMERIC_SPLITS}
 EXACT_TASKS = {s: f"calbench_numeric_{s}_exact" for s in NUMERIC_SPLITS}  # sample-free (enumerated)
@@ -67,7 +68,7 @@ SPLIT_TASKS = {
 }
 
 
-def estimate(pair: Sequence[float | None] | None) -> Estimate:
+def estimate(pair: Pair | None) -> Estimate:
     """A record's stored ``[value, se]`` pair (``None`` for undefined) as an ``Estimate``."""
     if not pair:
         return UNDEFINED
@@ -75,7 +76,7 @@ def estimate(pair: Sequence[float | None] | None) -> Estimate:
     return Estimate(math.nan if value is None else value, math.nan if se is None else se)
 
 
-def family_metric(record: Mapping[str, Any], family: str, metric: str) -> Estimate:
+def family_metric(record: RunRecord, family: str, metric: str) -> Estimate:
     """A sampling metric of one family, from whichever numeric split asks about it."""
     split = "heldout" if FAMILIES[family].heldout else "unseen"
     task = record["tasks"].get(SAMPLING_TASKS[split])
@@ -99,7 +100,7 @@ def family_score(valid: Estimate, w1: Estimate, excess: Estimate) -> Estimate:
     return Estimate(v * ratio, se)
 
 
-def threshold_score(record: Mapping[str, Any]) -> Estimate:
+def threshold_score(record: RunRecord) -> Estimate:
     """CS@n = 100 x mean over the 30 families of s_f; undefined without both numeric sampling tasks."""
     if not all(SAMPLING_TASKS[s] in record["tasks"] for s in NUMERIC_SPLITS):
         return UNDEFINED
@@ -108,91 +109,20 @@ def threshold_score(record: Mapping[str, Any]) -> Estimate:
     return Estimate(100 * mean.value, 100 * mean.se)
 
 
-_MEMO: dict[tuple[Any, ...], tuple[Mapping[str, Any], Any]] = {}
-
-
-def _once(fn: F) -> F:
-    """``fn(record, ...)`` computed once per record (a table, the ranking and the plots ask for the
-    same score): keyed by the record and its stored samples' lists, which a changed record replaces."""
-
-    @functools.wraps(fn)
-    def wrapped(record: Mapping[str, Any], *args: Any) -> Any:
-        stored = tuple(id(record["tasks"].get(t, {}).get("samples")) for t in SAMPLING_TASKS.values())
-        key = (fn.__name__, id(record), stored, *args)
-        if key not in _MEMO:
-            if len(_MEMO) > 1024:
-                _MEMO.clear()
-            _MEMO[key] = (record, fn(record, *args))  # the record stays alive: its id stays its own
-        return _MEMO[key][1]
-
-    return wrapped  # type: ignore[return-value]
-
-
-@_once
-def prompts(record: Mapping[str, Any]) -> dict[str, list[Prompt]] | None:
-    """family -> its prompts' stored samples, over both numeric splits; None unless both
-    sampling tasks were run with their samples stored."""
-    stored = []
-    for split in NUMERIC_SPLITS:
-        task = record["tasks"].get(SAMPLING_TASKS[split])
-        if task is None or "samples" not in task:
-            return None
-        stored += task["samples"]
-    return prompt_rows(stored)
-
-
-def samples_per_prompt(record: Mapping[str, Any]) -> int | None:
+def samples_per_prompt(record: RunRecord) -> int | None:
     """The fewest samples per prompt of the record's numeric sampling tasks (None if not run)."""
-    counts = [record["tasks"].get(t, {}).get("samples_per_prompt") for t in SAMPLING_TASKS.values()]
-    return min(counts) if all(counts) else None
+    counts = [
+        record["tasks"][t].get("samples_per_prompt") if t in record["tasks"] else None for t in SAMPLING_TASKS.values()
+    ]
+    return min(c for c in counts if c) if all(counts) else None
 
 
-def _too_few(record: Mapping[str, Any], needed: int) -> str | None:
+def _too_few(record: RunRecord, needed: int) -> str | None:
     n = samples_per_prompt(record)
     return f"too few samples ({n} < {needed})" if n is not None and n < needed else None
 
 
-@_once
-def calibration_score(record: Mapping[str, Any]) -> Estimate | str:
-    """The sample-size-free calibration score (module docstring); "too few samples" below
-    ``M_REF`` samples per prompt; undefined without stored samples of both numeric splits."""
-    if (why := _too_few(record, calibration.M_REF)) is not None:
-        return why
-    rows = prompts(record)
-    return UNDEFINED if rows is None else calibration.calibration_score(rows)
-
-
-@_once
-def below_reference(record: Mapping[str, Any]) -> Estimate:
-    """The share of prompts with fewer than ``M_REF`` valid answers (scored, but not n-free)."""
-    rows = prompts(record)
-    return UNDEFINED if rows is None else share_below_reference(rows)
-
-
-@_once
-def valid_rate(record: Mapping[str, Any]) -> Estimate:
-    """Mean over the 30 families of each family's share of valid answers (stored samples)."""
-    rows = prompts(record)
-    return UNDEFINED if rows is None else pooled_valid_rate(rows)
-
-
-@_once
-def mean_pit_w1(record: Mapping[str, Any]) -> Estimate:
-    """Mean over families of the mean per-prompt ``pit_w1`` (stored samples)."""
-    rows = prompts(record)
-    return UNDEFINED if rows is None else family_mean_pit_w1(rows)
-
-
-@_once
-def ks_at_n(record: Mapping[str, Any], n: int = pit.KS_N) -> Estimate | str:
-    """KS@N over the 42 prompts: the share whose first ``n`` valid answers pass the KS test."""
-    if (why := _too_few(record, n)) is not None:
-        return why
-    rows = prompts(record)
-    return UNDEFINED if rows is None else ks_pass_share(rows, n)
-
-
-def _split_prompts(record: Mapping[str, Any], split: str) -> dict[str, list[Prompt]] | str | None:
+def _split_prompts(record: RunRecord, split: str) -> dict[str, list[Prompt]] | str | None:
     task = record["tasks"].get(SPLIT_TASKS[split])
     if task is None or "samples" not in task:
         return None
@@ -202,45 +132,158 @@ def _split_prompts(record: Mapping[str, Any], split: str) -> dict[str, list[Prom
     return prompt_rows(task["samples"])
 
 
-def split_score(record: Mapping[str, Any], split: str) -> Estimate | str:
-    """The calibration score on one split's prompts alone (``SPLIT_TASKS``): its families' mean."""
-    rows = _split_prompts(record, split)
-    return rows if isinstance(rows, str) else UNDEFINED if rows is None else calibration.calibration_score(rows)
+@dataclass(frozen=True, eq=False)  # eq by identity: a record is a dict
+class Scored:
+    """A run record and the numbers re-scored from its stored samples, each computed once, when
+    first asked for: a page scores every record once and hands it on scored (a table, the ranking
+    and the plots ask for the same score; the calibration score of a record takes seconds)."""
+
+    record: RunRecord
+    _per_split: dict[tuple[str, str], Estimate | str] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.record["name"]
+
+    @cached_property
+    def prompts(self) -> dict[str, list[Prompt]] | None:
+        """family -> its prompts' stored samples, over both numeric splits; None unless both
+        sampling tasks were run with their samples stored."""
+        stored = []
+        for split in NUMERIC_SPLITS:
+            task = self.record["tasks"].get(SAMPLING_TASKS[split])
+            if task is None or "samples" not in task:
+                return None
+            stored += task["samples"]
+        return prompt_rows(stored)
+
+    @cached_property
+    def calibration_score(self) -> Estimate | str:
+        """The sample-size-free calibration score (module docstring); "too few samples" below
+        ``M_REF`` samples per prompt; undefined without stored samples of both numeric splits."""
+        if (why := _too_few(self.record, calibration.M_REF)) is not None:
+            return why
+        return UNDEFINED if self.prompts is None else calibration.calibration_score(self.prompts)
+
+    @cached_property
+    def below_reference(self) -> Estimate:
+        """The share of prompts with fewer than ``M_REF`` valid answers (scored, but not n-free)."""
+        return UNDEFINED if self.prompts is None else share_below_reference(self.prompts)
+
+    @cached_property
+    def valid_rate(self) -> Estimate:
+        """Mean over the 30 families of each family's share of valid answers (stored samples)."""
+        return UNDEFINED if self.prompts is None else pooled_valid_rate(self.prompts)
+
+    @cached_property
+    def mean_pit_w1(self) -> Estimate:
+        """Mean over families of the mean per-prompt ``pit_w1`` (stored samples)."""
+        return UNDEFINED if self.prompts is None else family_mean_pit_w1(self.prompts)
+
+    @cached_property
+    def ks_at_n(self) -> Estimate | str:
+        """KS@N (N = ``pit.KS_N``) over the 42 prompts: the share whose first N valid answers pass the KS test."""
+        return self.ks_at(pit.KS_N)
+
+    def ks_at(self, n: int) -> Estimate | str:
+        if (why := _too_few(self.record, n)) is not None:
+            return why
+        return UNDEFINED if self.prompts is None else ks_pass_share(self.prompts, n)
+
+    def split_score(self, split: str) -> Estimate | str:
+        """The calibration score on one split's prompts alone (``SPLIT_TASKS``): its families' mean."""
+        if ("score", split) not in self._per_split:
+            rows = _split_prompts(self.record, split)
+            value = (
+                rows if isinstance(rows, str) else UNDEFINED if rows is None else calibration.calibration_score(rows)
+            )
+            self._per_split[("score", split)] = value
+        return self._per_split[("score", split)]
+
+    def split_following(self, split: str) -> Estimate | str:
+        """Spearman's rho of the laws' and the answers' medians over one split's prompts."""
+        if ("following", split) not in self._per_split:
+            rows = _split_prompts(self.record, split)
+            if rows is None or isinstance(rows, str):
+                value: Estimate | str = UNDEFINED if rows is None else rows
+            else:
+                value = location_following([p for prompts in rows.values() for p in prompts])
+            self._per_split[("following", split)] = value
+        return self._per_split[("following", split)]
 
 
-def split_following(record: Mapping[str, Any], split: str) -> Estimate | str:
-    """Spearman's rho of the laws' and the answers' medians over one split's prompts."""
-    rows = _split_prompts(record, split)
-    if rows is None or isinstance(rows, str):
-        return UNDEFINED if rows is None else rows
-    return location_following([p for prompts in rows.values() for p in prompts])
+def scored(records: Sequence[RunRecord | Scored]) -> list[Scored]:
+    """Each record scored: a ``Scored`` as it is (its numbers are computed once, wherever asked
+    for), a run record wrapped."""
+    return [r if isinstance(r, Scored) else Scored(r) for r in records]
 
 
-def tier_metric(record: Mapping[str, Any], tier: int, metric: str) -> Estimate:
+# One record's numbers, scored afresh (a page scores its records once: ``Scored``).
+
+
+def prompts(record: RunRecord) -> dict[str, list[Prompt]] | None:
+    return Scored(record).prompts
+
+
+def calibration_score(record: RunRecord) -> Estimate | str:
+    return Scored(record).calibration_score
+
+
+def below_reference(record: RunRecord) -> Estimate:
+    return Scored(record).below_reference
+
+
+def valid_rate(record: RunRecord) -> Estimate:
+    return Scored(record).valid_rate
+
+
+def mean_pit_w1(record: RunRecord) -> Estimate:
+    return Scored(record).mean_pit_w1
+
+
+def ks_at_n(record: RunRecord, n: int = pit.KS_N) -> Estimate | str:
+    return Scored(record).ks_at(n)
+
+
+def split_score(record: RunRecord, split: str) -> Estimate | str:
+    return Scored(record).split_score(split)
+
+
+def split_following(record: RunRecord, split: str) -> Estimate | str:
+    return Scored(record).split_following(split)
+
+
+def tier_metric(record: RunRecord, tier: int, metric: str) -> Estimate:
     """Equal-weight mean of a sampling metric over one complexity tier's families."""
     values = [family_metric(record, f, metric) for f, fam in FAMILIES.items() if fam.tier == tier]
     return quadrature_mean(values, nan="propagate")
 
 
-def task_metric(record: Mapping[str, Any], task: str, metric: str) -> Estimate:
+def task_metric(record: RunRecord, task: str, metric: str) -> Estimate:
     entry = record["tasks"].get(task)
     return estimate(entry["overall"].get(metric)) if entry else UNDEFINED
 
 
-def drift_metric(record: Mapping[str, Any]) -> Estimate:
+def drift_metric(record: RunRecord) -> Estimate:
     """The adapter's drift; 0 for a base or instruct model (no adapter), undefined otherwise."""
     d = record.get("drift")
     if not d:
         return Estimate(0.0, 0.0) if record["type"] in ("base", "instruct") else UNDEFINED
-    return Estimate(d["drift_kl"], d["drift_kl_se"])
+    se = d.get("drift_kl_se")
+    return Estimate(d["drift_kl"], math.nan if se is None else se)
 
 
-def ranked(records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Highest calibration score first; systems without one last, by name."""
+R = TypeVar("R", RunRecord, Scored)
 
-    def key(r: Mapping[str, Any]) -> tuple[bool, float, str]:
-        score = calibration_score(r)
+
+def ranked(records: Sequence[R]) -> list[R]:
+    """Highest calibration score first; systems without one last, by name (scored records, or
+    records scored here)."""
+
+    def key(r: R) -> tuple[bool, float, str]:
+        scored = r if isinstance(r, Scored) else Scored(r)
+        score = scored.calibration_score
         cs = score.value if isinstance(score, Estimate) else math.nan
-        return (not math.isfinite(cs), -cs if math.isfinite(cs) else 0.0, r["name"])
+        return (not math.isfinite(cs), -cs if math.isfinite(cs) else 0.0, scored.name)
 
     return sorted(records, key=key)

@@ -1,6 +1,6 @@
 """Leaderboard plots (matplotlib, the ``plots`` extra): a ranking chart, each system's PIT
 histogram (all 30 families at once), and, per family, each system's samples against the
-target density or pmf."""
+target density or pmf. Each takes run records or records already scored (``numbers.Scored``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from calbench.families import FAMILIES, ppf, target_from_key
-from calbench.leaderboard.numbers import SAMPLING_TASKS, calibration_score, prompts, ranked
+from calbench.leaderboard.numbers import SAMPLING_TASKS, Scored, ranked, scored
+from calbench.leaderboard.record_types import RunRecord, StoredPrompt
 from calbench.metrics import pit
 from calbench.metrics.calibration import Prompt
 from calbench.stats import Z95, Estimate
@@ -23,16 +24,17 @@ PIT = "plots/pit.png"
 PIT_BINS = 20
 
 
-def _first_prompt(record: Mapping[str, Any], family: str) -> dict[str, Any] | None:
+def _first_prompt(record: RunRecord, family: str) -> StoredPrompt | None:
     """The family's first selected prompt in the record's numeric sampling task."""
     split = "heldout" if FAMILIES[family].heldout else "unseen"
-    task = record["tasks"].get(SAMPLING_TASKS[split], {})
-    return next((p for p in task.get("samples", []) if p["family"] == family), None)
+    task = record["tasks"].get(SAMPLING_TASKS[split])
+    samples = task.get("samples", []) if task is not None else []
+    return next((p for p in samples if p["family"] == family), None)
 
 
-def plot_paths(records: Sequence[Mapping[str, Any]]) -> list[str]:
+def plot_paths(records: Sequence[RunRecord | Scored]) -> list[str]:
     """Relative paths of the plots ``draw_all`` writes for these records (ranking first)."""
-    families = [f for f in FAMILIES if any(_first_prompt(r, f) for r in records)]
+    families = [f for f in FAMILIES if any(_first_prompt(s.record, f) for s in scored(records))]
     return [RANKING, PIT, *(f"plots/families/{f}.png" for f in families)]
 
 
@@ -49,17 +51,17 @@ def save(fig: Any, path: Path, dpi: int = 110) -> None:
         image.convert("RGB").quantize(256).save(path, format="PNG", optimize=True)
 
 
-def draw_ranking(records: Sequence[Mapping[str, Any]], path: Path) -> None:
+def draw_ranking(records: Sequence[RunRecord | Scored], path: Path) -> None:
     import matplotlib.pyplot as plt
 
-    scored = [(r, s) for r in ranked(records) if isinstance(s := calibration_score(r), Estimate)]
-    order = [r for r, s in scored if math.isfinite(s.value)]
-    scores = [s for _, s in scored if math.isfinite(s.value)]
+    with_score = [(r, s) for r in ranked(scored(records)) if isinstance(s := r.calibration_score, Estimate)]
+    order = [r for r, s in with_score if math.isfinite(s.value)]
+    scores = [s for _, s in with_score if math.isfinite(s.value)]
     fig, ax = plt.subplots(figsize=(7, 0.5 * len(order) + 1.2))
     y = np.arange(len(order))[::-1]
     ax.barh(y, [s.value for s in scores], color="#4c72b0", alpha=0.8)
     ax.errorbar([s.value for s in scores], y, xerr=[Z95 * s.se for s in scores], fmt="none", ecolor="black", capsize=3)
-    ax.set_yticks(y, [r["name"] for r in order])
+    ax.set_yticks(y, [r.name for r in order])
     ax.set_xlim(0, 105)
     ax.set_xlabel("calibration score (0-100, sample-size-free; bars: 95% interval)")
     ax.set_title("calbench: numeric sampling, 30 families")
@@ -86,9 +88,9 @@ def pit_histogram(intervals: Sequence[tuple[np.ndarray, np.ndarray]], bins: int 
     return spread.sum(axis=0) / a.size * bins
 
 
-def draw_pit(records: Sequence[Mapping[str, Any]], path: Path) -> None:
+def draw_pit(records: Sequence[RunRecord | Scored], path: Path) -> None:
     """One panel per system with valid answers: its PIT histogram against the flat line."""
-    draw_pit_systems([(r["name"], prompts(r) or {}) for r in records], path)
+    draw_pit_systems([(s.name, s.prompts or {}) for s in scored(records)], path)
 
 
 def draw_pit_systems(systems: Sequence[tuple[str, Mapping[str, Sequence[Prompt]]]], path: Path) -> None:
@@ -132,10 +134,10 @@ def _target_curve(target_key: str, family: str) -> tuple[np.ndarray, np.ndarray,
 FAMILY_DPI = 80  # thirty wide strips of panels: at the other plots' 110 dpi they weighed 3 MB
 
 
-def draw_family(records: Sequence[Mapping[str, Any]], family: str, path: Path) -> None:
+def draw_family(records: Sequence[RunRecord | Scored], family: str, path: Path) -> None:
     import matplotlib.pyplot as plt
 
-    shown = [(r, p) for r in records if (p := _first_prompt(r, family))]
+    shown = [(s.record, p) for s in scored(records) if (p := _first_prompt(s.record, family))]
     target_key = shown[0][1]["target"]
     xs, ys, integer = _target_curve(target_key, family)
     fig, axes = plt.subplots(1, len(shown), figsize=(3.2 * len(shown), 2.8), sharex=True, squeeze=False)
@@ -165,13 +167,13 @@ def draw_family(records: Sequence[Mapping[str, Any]], family: str, path: Path) -
     plt.close(fig)
 
 
-def draw_all(records: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
+def draw_all(records: Sequence[RunRecord | Scored], out: Path) -> list[Path]:
     """Write every plot of ``plot_paths`` under ``out``; returns their paths."""
     import matplotlib
 
     matplotlib.use("Agg")
     paths = plot_paths(records)
-    order = ranked(records)
+    order = ranked(scored(records))
     draw_ranking(order, out / paths[0])
     draw_pit(order, out / paths[1])
     for rel in paths[2:]:

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from tabulate import tabulate
 
 from calbench import protocols
 from calbench.leaderboard import checks, numbers, plots
+from calbench.leaderboard.record_types import Pair, RunRecord
 from calbench.leaderboard.render import csv_text, splice_readme
 from calbench.markdown import code_span
 from calbench.metrics import calibration, prompt_scores
@@ -33,22 +33,32 @@ ORDER = tuple(PROTOCOLS)
 QUICK = "calbench_numeric_quick"
 FOLDER = "protocols"  # under the results store
 TABLE, CSV, PLOT = "protocols.md", "tables/protocols.csv", "plots/protocol_gap.png"
+KS_N = calibration.M_REF  # the page's KS@N: the calibration score's reference sample size
 README_START, README_END = "<!-- protocols:start -->", "<!-- protocols:end -->"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Run:
+    """One system under one protocol: the record's metrics and its stored answers, re-scored once."""
+
     system: str
     protocol: str
-    overall: Mapping[str, Any]  # the record's [value, se] pairs
+    overall: Mapping[str, Pair]  # the record's [value, se] pairs
     rows: Mapping[str, Sequence[calibration.Prompt]]
+    _quality: dict[int, dict[str, Estimate]] = field(default_factory=dict, repr=False)
 
     @property
     def samples_per_prompt(self) -> int:
         return max(p.n for family in self.rows.values() for p in family)
 
+    def quality(self, ks_n: int = KS_N) -> dict[str, Estimate]:
+        """The leaderboard's numbers of the run's answers (``prompt_scores.sample_quality``), computed once."""
+        if ks_n not in self._quality:
+            self._quality[ks_n] = prompt_scores.sample_quality(self.rows, ks_n)
+        return self._quality[ks_n]
 
-def load_runs(stored: Sequence[Mapping[str, Any]]) -> list[Run]:
+
+def load_runs(stored: Sequence[RunRecord]) -> list[Run]:
     """Every (system, protocol) of the quick selection in ``stored`` run records: systems by
     entry type (references first), then name; protocols in ``ORDER``."""
     ranked = sorted(stored, key=lambda r: (checks.ENTRY_TYPES.index(r["type"]), r["name"]))
@@ -71,7 +81,7 @@ def load_runs(stored: Sequence[Mapping[str, Any]]) -> list[Run]:
 
 
 def cells(run: Run, ks_n: int) -> list[Estimate]:
-    q = prompt_scores.sample_quality(run.rows, ks_n)
+    q = run.quality(ks_n)
 
     def extra(metric: str) -> Estimate:  # undefined where the run reports none (the independent tasks)
         return numbers.estimate(run.overall.get(metric))
@@ -87,7 +97,7 @@ def cells(run: Run, ks_n: int) -> list[Estimate]:
     ]
 
 
-def table(runs: Sequence[Run], ks_n: int = calibration.M_REF) -> tuple[list[str], list[list[str]]]:
+def table(runs: Sequence[Run], ks_n: int = KS_N) -> tuple[list[str], list[list[str]]]:
     headers = [
         "system",
         "protocol",
@@ -129,7 +139,7 @@ def draw_gap(runs: Sequence[Run], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6.5, 3.4))
     systems = list(dict.fromkeys(r.system for r in runs))
     for system in systems:
-        by_protocol = {r.protocol: calibration.calibration_score(r.rows) for r in runs if r.system == system}
+        by_protocol = {r.protocol: r.quality()["calibration_score"] for r in runs if r.system == system}
         scores = [by_protocol.get(p, Estimate(math.nan, math.nan)) for p in ORDER]  # a gap where one is missing
         ax.errorbar(
             range(len(ORDER)),
@@ -149,7 +159,7 @@ def draw_gap(runs: Sequence[Run], path: Path) -> None:
     plt.close(fig)
 
 
-def _page(runs: Sequence[Run], stored: Sequence[Mapping[str, Any]]) -> tuple[dict[str, str], str]:
+def _page(runs: Sequence[Run], stored: Sequence[RunRecord]) -> tuple[dict[str, str], str]:
     """The table's files (relative path: content) and the README block, from loaded runs."""
     headers, rows = table(runs)
     text = markdown(runs, [r["command"] for r in stored])
@@ -157,16 +167,16 @@ def _page(runs: Sequence[Run], stored: Sequence[Mapping[str, Any]]) -> tuple[dic
     return {TABLE: page, CSV: csv_text(headers, rows)}, text.rstrip("\n")
 
 
-def render(stored: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+def render(stored: Sequence[RunRecord]) -> dict[str, str]:
     """The table's files (relative path: content) from protocol run records."""
     return _page(load_runs(stored), stored)[0]
 
 
-def readme_block(stored: Sequence[Mapping[str, Any]]) -> str:
+def readme_block(stored: Sequence[RunRecord]) -> str:
     return _page(load_runs(stored), stored)[1]
 
 
-def write(stored: Sequence[Mapping[str, Any]], out: Path, readme: Path | None, draw: bool = True) -> list[Path]:
+def write(stored: Sequence[RunRecord], out: Path, readme: Path | None, draw: bool = True) -> list[Path]:
     """Write the table (and the protocol-gap plot) under ``out``; splice the table into ``readme``
     if it has the protocol markers."""
     runs = load_runs(stored)  # re-scoring every run's samples: once

@@ -4,16 +4,19 @@ The main table, its CSVs and plots (``render``), the protocol table from the pro
 records (``protocol_page``), each trade-off recipe's table and plot (``tradeoff``) and the
 evaluation section of each row's adapter card (``card``: the adapter's record beside its
 base model's), all from run records alone; the headline and protocol tables are spliced
-into the README.
+into the README. Each record is scored once (``numbers.Scored``), and every page reads it scored.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from calbench.leaderboard import card, curves, protocol_page, recipes, render, tails_page, tradeoff
 from calbench.leaderboard.checks import RefusedRunError
-from calbench.leaderboard.store import load_records, named_records
+from calbench.leaderboard.numbers import Scored
+from calbench.leaderboard.record_types import RunRecord
+from calbench.leaderboard.store import load_records
 from calbench.metrics import catalog
 from calbench.provenance import atomic_write
 
@@ -32,7 +35,8 @@ def render_all(
     """Write every rendered file; the paths written, in order. With the top-level README
     (``readme``), also the metric list of ``tasks/README.md`` beside it; the rows' adapter
     paths are taken from ``root`` (the repository's root)."""
-    records = load_records(results_dir)
+    records = [Scored(r) for r in load_records(results_dir)]  # each scored once, for every page below
+    by_name = {s.name: s for s in records}
     protocol_dir = results_dir / protocol_page.FOLDER
     protocol_runs = load_records(protocol_dir) if protocol_dir.is_dir() else []
     if not records and not protocol_runs:
@@ -40,19 +44,18 @@ def render_all(
     written = render.write_all(records, output, readme, draw=draw) if records else []
     if protocol_runs:
         written += protocol_page.write(protocol_runs, output, readme, draw=draw)
-    stored = {p.stem for p in results_dir.glob("*.json")}
     for path in recipes.of_kind(rows, "tradeoff") if rows is not None and rows.is_dir() else []:
         spec = recipes.load_tradeoff(path)
-        if not stored & {spec.base, *spec.adapters}:
+        if not set(by_name) & {spec.base, *spec.adapters}:
             continue  # another store's trade-off
-        base, *adapters = named_records(results_dir, [spec.base, *spec.adapters])
+        base, *adapters = named(by_name, [spec.base, *spec.adapters], results_dir)
         command = f"calbench leaderboard render   # {path.as_posix()}"
         written += tradeoff.write(base, adapters, output, command, draw_plot=draw)
-    ends: list[tuple[str, dict]] = []  # the base model's point once, then each curve's last point: the tails page
+    ends: list[tuple[str, RunRecord]] = []  # the base model's point once, then each curve's last point: the tails page
     for path in recipes.of_kind(rows, "curve") if rows is not None and rows.is_dir() else []:
         curve = curves.load(path)
         curve = curves.with_results_dir(curve, results_dir / curve.results_dir.name)
-        references = [r for r in records if r["type"] == "reference"]
+        references = [s for s in records if s.record["type"] == "reference"]
         written += curves.write(curve, output, draw_plot=draw, references=references)
         for run, points in curves.load_points(curve).items():
             if not ends and points[0]["curve"]["step"] == 0:
@@ -61,7 +64,7 @@ def render_all(
                 ends.append((f"{run} step {points[-1]['curve']['step']}", points[-1]))
     written += tails_page.write(records, output, ends)
     if rows is not None and rows.is_dir():
-        written += cards(rows, results_dir, root)
+        written += cards(rows, by_name, results_dir, root)
     tasks_readme = readme.parent / TASKS_README if readme is not None else None
     if tasks_readme is not None and tasks_readme.is_file():
         text = render.splice_readme(tasks_readme.read_text(), catalog.markdown(), METRICS_START, METRICS_END)
@@ -70,15 +73,22 @@ def render_all(
     return list(dict.fromkeys(written))
 
 
-def cards(rows: Path, results_dir: Path, root: Path = Path(".")) -> list[Path]:
+def named(by_name: Mapping[str, Scored], names: Sequence[str], folder: Path) -> list[Scored]:
+    """The records ``names`` of a results folder's (scored) records, in that order; refused if one is missing."""
+    missing = [n for n in names if n not in by_name]
+    if missing:
+        raise RefusedRunError(f"no run record named {', '.join(missing)} in {folder}")
+    return [by_name[n] for n in names]
+
+
+def cards(rows: Path, by_name: Mapping[str, Scored], results_dir: Path, root: Path = Path(".")) -> list[Path]:
     """Each row adapter's card, with the adapter's record and its base model's (the row of the
     same model without an adapter), where the store holds the records and the adapter its card."""
     recipes_ = [recipes.load_row(p) for p in recipes.rows_in(rows)]
-    stored = {p.stem for p in results_dir.glob("*.json")}
     written = []
     for r in recipes_:
-        if r.adapter is None or r.name not in stored or not (root / r.adapter / "README.md").is_file():
+        if r.adapter is None or r.name not in by_name or not (root / r.adapter / "README.md").is_file():
             continue
-        bases = [b.name for b in recipes_ if b.adapter is None and b.model == r.model and b.name in stored]
-        written.append(card.update_card(root / r.adapter, [r.name, *bases[:1]], results_dir))
+        bases = [b.name for b in recipes_ if b.adapter is None and b.model == r.model and b.name in by_name]
+        written.append(card.write_card(root / r.adapter, named(by_name, [r.name, *bases[:1]], results_dir)))
     return written

@@ -2,17 +2,17 @@
 
 ``render`` turns run records into ``leaderboards/README.md`` and one CSV per table;
 ``write_all`` writes them (and the plots) and splices the headline table into the
-top-level README. Adapter model cards are ``calbench.leaderboard.card``'s.
+top-level README. Adapter model cards are ``calbench.leaderboard.card``'s. Each takes run records
+or records already scored (``numbers.Scored``) and scores each record once: a table's columns
+read the scored record.
 """
 
 from __future__ import annotations
 
 import csv
-import functools
 import io
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from tabulate import tabulate
 
@@ -24,20 +24,16 @@ from calbench.leaderboard.numbers import (
     LIKELIHOOD_TASKS,
     SAMPLING_TASKS,
     TIERS,
-    below_reference,
-    calibration_score,
+    Scored,
     drift_metric,
-    ks_at_n,
-    mean_pit_w1,
     ranked,
     samples_per_prompt,
-    split_following,
-    split_score,
+    scored,
     task_metric,
     threshold_score,
     tier_metric,
-    valid_rate,
 )
+from calbench.leaderboard.record_types import RunRecord
 from calbench.markdown import code_block
 from calbench.metrics.catalog import arrow
 from calbench.param_ranges import in_range
@@ -45,52 +41,53 @@ from calbench.provenance import atomic_write
 from calbench.stats import Estimate, fmt
 
 Cell = Estimate | str  # a value with its standard error, or why there is none
-Column = tuple[str, Callable[[Mapping[str, Any]], Cell]]
+Column = tuple[str, Callable[[Scored], Cell]]
 
 
-def _column(label: str, metric: str, fn: Callable[[Mapping[str, Any]], Cell]) -> Column:
+def _column(label: str, metric: str, fn: Callable[[Scored], Cell]) -> Column:
     """A table column headed ``label`` and the metric's direction arrow (``calbench.metrics.catalog``)."""
     return (f"{label} {arrow(metric)}", fn)
 
 
 def _task_column(label: str, task: str, metric: str) -> Column:
-    return _column(label, metric, lambda r: task_metric(r, task, metric))
+    return _column(label, metric, lambda s: task_metric(s.record, task, metric))
 
 
 OE, MCQ, NB = "calbench_open_ended", "calbench_mcq_balance", "calbench_noveltybench"
 ARITHMETIC, MMLU_MINI, FORMAT = "calbench_arithmetic", "calbench_mmlu_mini", "calbench_format_following"
 
 
-def _samples(record: Mapping[str, Any]) -> Cell:
-    n = samples_per_prompt(record)
+def _samples(s: Scored) -> Cell:
+    n = samples_per_prompt(s.record)
     return "n/a" if n is None else str(n)
 
 
 HEADLINE = (
-    _column("score", "calibration_score", calibration_score),
+    _column("score", "calibration_score", lambda s: s.calibration_score),
     ("samples/prompt", _samples),
-    ("prompts < 50 valid", below_reference),
-    _column("valid_rate", "valid_rate", valid_rate),
-    _column("pit_w1", "pit_w1", mean_pit_w1),
-    _column("KS@100", "ks_at_n", ks_at_n),
+    ("prompts < 50 valid", lambda s: s.below_reference),
+    _column("valid_rate", "valid_rate", lambda s: s.valid_rate),
+    _column("pit_w1", "pit_w1", lambda s: s.mean_pit_w1),
+    _column("KS@100", "ks_at_n", lambda s: s.ks_at_n),
     _task_column("unseen excess_w1_iqr median", SAMPLING_TASKS["unseen"], "excess_w1_iqr_median"),
     _task_column("held-out excess_w1_iqr median", SAMPLING_TASKS["heldout"], "excess_w1_iqr_median"),
-    _column("CS@n", "calibration_score", threshold_score),
+    _column("CS@n", "calibration_score", lambda s: threshold_score(s.record)),
     _task_column("unseen seq_kl", LIKELIHOOD_TASKS["unseen"], "seq_kl"),
     _task_column("open-ended support_90", OE, "support_90"),
     _task_column("MCQ tv_distance", MCQ, "tv_distance"),
-    _column("drift", "drift_kl", drift_metric),
+    _column("drift", "drift_kl", lambda s: drift_metric(s.record)),
 )
 
 
 def table_rows(
-    records: Sequence[Mapping[str, Any]], columns: Sequence[Column], rank: bool = False
+    records: Sequence[RunRecord | Scored], columns: Sequence[Column], rank: bool = False
 ) -> tuple[list[str], list[list[str]]]:
+    """A table's headers and rows: one row per record, in the order given (``rank``: numbered)."""
     headers = [*(["#"] if rank else []), "system", "type", *(c for c, _ in columns)]
     rows = []
-    for i, r in enumerate(records, 1):
-        cells = [c if isinstance(c := fn(r), str) else fmt(c) for _, fn in columns]
-        rows.append([*([str(i)] if rank else []), r["name"], r["type"], *cells])
+    for i, s in enumerate(scored(records), 1):
+        cells = [c if isinstance(c := fn(s), str) else fmt(c) for _, fn in columns]
+        rows.append([*([str(i)] if rank else []), s.name, s.record["type"], *cells])
     return headers, rows
 
 
@@ -106,7 +103,7 @@ def _split_columns(split: str) -> list[Column]:
 
 
 def _tier_column(tier: int, metric: str) -> Column:
-    return _column(f"tier {TIERS[tier]} {metric}", metric, lambda r: tier_metric(r, tier, metric))
+    return _column(f"tier {TIERS[tier]} {metric}", metric, lambda s: tier_metric(s.record, tier, metric))
 
 
 def _tier_columns() -> list[Column]:
@@ -125,7 +122,7 @@ def _transfer_columns() -> list[Column]:
         *(_task_column(f"arithmetic {m}", ARITHMETIC, m) for m in ("exact_strict", "exact_flexible")),
         _task_column("mmlu_mini acc", MMLU_MINI, "acc"),
         *(_task_column(f"format {m}", FORMAT, m) for m in ("strict_acc", "loose_acc")),
-        _column("drift", "drift_kl", drift_metric),
+        _column("drift", "drift_kl", lambda s: drift_metric(s.record)),
     ]
 
 
@@ -138,7 +135,7 @@ SPLIT_LABELS = {
 }
 
 
-def training_prompts(record: Mapping[str, Any]) -> str:
+def training_prompts(record: RunRecord) -> str:
     """An adapter's training distribution, from its recipe: the grid or fresh parameters."""
     train = ((record.get("recipe") or {}).get("adapter") or {}).get("train")
     if not isinstance(train, Mapping):
@@ -149,7 +146,7 @@ def training_prompts(record: Mapping[str, Any]) -> str:
     return "fresh" if widen == 1 else f"fresh, {widen:g}x ranges"
 
 
-def unseen_in_range(record: Mapping[str, Any]) -> str:
+def unseen_in_range(record: RunRecord) -> str:
     """Whether the adapter's training ranges cover the unseen split's prompts (then the unseen
     column measures interpolation, not extrapolation): the share of its 24 prompts inside them."""
     kind = training_prompts(record)
@@ -162,17 +159,21 @@ def unseen_in_range(record: Mapping[str, Any]) -> str:
     return f"{inside} of {len(unseen)}"
 
 
-def _on_split(fn: Callable[[Mapping[str, Any], str], Cell], split: str, record: Mapping[str, Any]) -> Cell:
-    return fn(record, split)
+def _split_score(split: str) -> Callable[[Scored], Cell]:
+    return lambda s: s.split_score(split)
+
+
+def _split_following(split: str) -> Callable[[Scored], Cell]:
+    return lambda s: s.split_following(split)
 
 
 def split_score_columns() -> list[Column]:
-    out: list[Column] = [("training prompts", training_prompts)]
+    out: list[Column] = [("training prompts", lambda s: training_prompts(s.record))]
     for split, label in SPLIT_LABELS.items():
-        out.append(_column(f"{label} score", "calibration_score", functools.partial(_on_split, split_score, split)))
-        out.append(_column(f"{label} rho", "medians_rho", functools.partial(_on_split, split_following, split)))
+        out.append(_column(f"{label} score", "calibration_score", _split_score(split)))
+        out.append(_column(f"{label} rho", "medians_rho", _split_following(split)))
         if split == "unseen":
-            out.append(("unseen prompts in training ranges", unseen_in_range))
+            out.append(("unseen prompts in training ranges", lambda s: unseen_in_range(s.record)))
     return out
 
 
@@ -194,7 +195,7 @@ def csv_text(headers: list[str], rows: list[list[str]]) -> str:
     return out.getvalue()
 
 
-def _describe(r: Mapping[str, Any]) -> str:
+def _describe(r: RunRecord) -> str:
     m = r.get("model", {})
     bits = [str(m.get("backend")), str(m.get("pretrained"))]
     if m.get("adapter"):
@@ -207,9 +208,9 @@ def _describe(r: Mapping[str, Any]) -> str:
     return "; ".join(bits)
 
 
-def render(records: Sequence[Mapping[str, Any]], plot_files: Sequence[str] = ()) -> dict[str, str]:
+def render(records: Sequence[RunRecord | Scored], plot_files: Sequence[str] = ()) -> dict[str, str]:
     """The leaderboard's text files: ``README.md`` and one CSV per table (name -> content)."""
-    order = ranked(records)
+    order = ranked(scored(records))
     files: dict[str, str] = {}
     lines = [
         "Rendered by `calbench leaderboard render` from the run records in `results/`; do not edit by hand.",
@@ -232,7 +233,7 @@ def render(records: Sequence[Mapping[str, Any]], plot_files: Sequence[str] = ())
         lines += [f"![PIT histograms]({plot_files[1]})", "", "Samples against the target, per family:", ""]
         lines += [" · ".join(f"[{Path(p).stem}]({p})" for p in plot_files[2:]), ""]
     lines += ["## Systems and how to reproduce them", ""]
-    for r in order:
+    for r in (s.record for s in order):
         lines += [f"**{r['name']}** ({r['type']}): {_describe(r)}", "", *code_block(r["command"].strip(), "bash"), ""]
     files["README.md"] = "\n".join(lines).rstrip() + "\n"
     return files
@@ -259,18 +260,18 @@ def board_page(existing: str | None, board: str, title: str = "calbench leaderbo
 
 # The top-level README's table: the ranking and a few numbers (every column is in leaderboards/README.md).
 NARROW = (
-    _column("score", "calibration_score", calibration_score),
-    _column("valid_rate", "valid_rate", valid_rate),
-    _column("pit_w1", "pit_w1", mean_pit_w1),
-    _column("unseen score", "calibration_score", functools.partial(_on_split, split_score, "unseen")),
-    _column("training prompts score", "calibration_score", functools.partial(_on_split, split_score, "train")),
-    _column("drift", "drift_kl", drift_metric),
+    _column("score", "calibration_score", lambda s: s.calibration_score),
+    _column("valid_rate", "valid_rate", lambda s: s.valid_rate),
+    _column("pit_w1", "pit_w1", lambda s: s.mean_pit_w1),
+    _column("unseen score", "calibration_score", _split_score("unseen")),
+    _column("training prompts score", "calibration_score", _split_score("train")),
+    _column("drift", "drift_kl", lambda s: drift_metric(s.record)),
 )
 
 
-def headline_markdown(records: Sequence[Mapping[str, Any]]) -> str:
+def headline_markdown(records: Sequence[RunRecord | Scored]) -> str:
     """The README's narrow headline: rank, system, type and ``NARROW``'s columns."""
-    headers, rows = table_rows(ranked(records), NARROW, rank=True)
+    headers, rows = table_rows(ranked(scored(records)), NARROW, rank=True)
     return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
 
 
@@ -287,8 +288,9 @@ def splice_readme(readme: str, block: str, start: str = README_START, end: str =
     return f"{head}{start}\n{block}\n{end}{tail}"
 
 
-def write_all(records: Sequence[Mapping[str, Any]], out: Path, readme: Path | None, draw: bool = True) -> list[Path]:
+def write_all(records: Sequence[RunRecord | Scored], out: Path, readme: Path | None, draw: bool = True) -> list[Path]:
     """Render tables (and plots, if asked) under ``out``; splice the headline into ``readme``."""
+    records = scored(records)  # once, for the tables, the plots and the headline
     if draw:
         plots.draw_all(records, out)  # matplotlib: the plots extra
     written = []

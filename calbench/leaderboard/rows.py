@@ -32,12 +32,13 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from calbench import lm_eval_io, model_catalogue
 from calbench.leaderboard import store
 from calbench.leaderboard.checks import RefusedRunError
 from calbench.leaderboard.recipes import Evaluation, Recipe, RecipeError, train_arguments
+from calbench.leaderboard.record_types import EvaluationPart, RunRecord
 from calbench.provenance import sha256_json, weights_hash, write_json
 
 WORKDIR = Path("calbench_results") / "rows"
@@ -225,30 +226,25 @@ def run_evaluation(
     return marker
 
 
-def part_of_output(recipe: Recipe, evaluation: Evaluation, out: Path, marker: Mapping[str, Any]) -> dict[str, Any]:
+def part_of_output(recipe: Recipe, evaluation: Evaluation, out: Path, marker: Mapping[str, Any]) -> EvaluationPart:
     """An evaluation's part of the record, from its finished output."""
     meta = {k: marker[k] for k in ("recipe_sha256", "command", "seconds")}
     if evaluation.kind == "drift":
         drift = store.adapter_drift(out / str(marker["result"]), recipe.adapter)
-        return {**meta, "tasks": {}, "drift": drift}
+        return cast(EvaluationPart, {**meta, "tasks": {}, "drift": drift})
     part = store.evaluation_part(out / str(marker["result"]), evaluation.name)
-    return {**part, **meta}
+    return cast(EvaluationPart, {**part, **meta})
 
 
-def part_of_record(record: Mapping[str, Any], name: str) -> dict[str, Any]:
+def part_of_record(record: RunRecord, name: str) -> EvaluationPart:
     """An evaluation's part, taken back out of a stored record."""
-    meta = dict(record["evaluations"][name])
-    tasks = {
-        t: {k: v for k, v in e.items() if k != "evaluation"}
-        for t, e in record["tasks"].items()
-        if e["evaluation"] == name
-    }
-    part: dict[str, Any] = {k: v for k, v in meta.items() if k != "tasks"}
-    part["tasks"] = tasks
-    if tasks:
-        part["model"] = dict(record["model"])
+    meta = {k: v for k, v in record["evaluations"][name].items() if k != "tasks"}
+    part = cast(EvaluationPart, meta)
+    part["tasks"] = {t: e for t, e in record["tasks"].items() if e["evaluation"] == name}
+    if part["tasks"]:
+        part["model"] = {**record["model"]}
     elif "drift" in record:
-        part["drift"] = dict(record["drift"])
+        part["drift"] = {**record["drift"]}
     return part
 
 
@@ -264,7 +260,7 @@ def recipe_of_command(command: str) -> Path | None:
     return Path(words[3]) if words[:3] == ["calbench", "leaderboard", "run"] and len(words) > 3 else None
 
 
-def check_same_recipe(recipe: Recipe, stored: Mapping[str, Any], results_dir: Path) -> None:
+def check_same_recipe(recipe: Recipe, stored: RunRecord, results_dir: Path) -> None:
     """Refuse to replace a record that another recipe (or ``leaderboard add``) made, or that holds
     evaluations the recipe no longer has (their tasks would leave the record unsaid)."""
     theirs = recipe_of_command(str(stored.get("command", "")))
@@ -281,7 +277,7 @@ def check_same_recipe(recipe: Recipe, stored: Mapping[str, Any], results_dir: Pa
         )
 
 
-def existing_record(recipe: Recipe, results_dir: Path) -> dict[str, Any] | None:
+def existing_record(recipe: Recipe, results_dir: Path) -> RunRecord | None:
     if not (results_dir / f"{recipe.name}.json").is_file():
         return None
     return store.named_records(results_dir, [recipe.name])[0]
@@ -312,12 +308,13 @@ def run_row(
             f"{weights} now): every evaluation runs again"
         )
         stored = None
-    parts: dict[str, dict[str, Any]] = {}
+    parts: dict[str, EvaluationPart] = {}
     chosen = [e for e in recipe.evaluations if not only or e.name in only]
     for i, evaluation in enumerate(recipe.evaluations, 1):
         key = evaluation_hash(recipe, evaluation)
         out = workdir / recipe.name / evaluation.name
-        in_record = stored is not None and stored["evaluations"].get(evaluation.name, {}).get("recipe_sha256") == key
+        previous = stored["evaluations"].get(evaluation.name) if stored is not None else None
+        in_record = previous is not None and previous.get("recipe_sha256") == key
         marker = finished_output(out, key, weights)
         step = f"{recipe.name}: evaluation {i}/{len(recipe.evaluations)} {evaluation.name!r}"
         if evaluation in chosen and (rerun or (not in_record and marker is None)):

@@ -26,7 +26,7 @@ import json
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from calbench import lm_eval_io, protocols
 from calbench.leaderboard.checks import (
@@ -38,6 +38,17 @@ from calbench.leaderboard.checks import (
     check_run,
     validate_record,
     validate_stored,
+)
+from calbench.leaderboard.record_types import (
+    Drift,
+    EvaluationEntry,
+    EvaluationPart,
+    ModelPart,
+    Pair,
+    RunRecord,
+    StoredItem,
+    StoredPrompt,
+    TaskEntry,
 )
 from calbench.provenance import (
     LinkedPathError,
@@ -52,22 +63,22 @@ from calbench.provenance import (
 from calbench.stats import Estimate
 
 
-def _estimates(e: Mapping[str, Estimate]) -> dict[str, list[float | None]]:
+def _estimates(e: Mapping[str, Estimate]) -> dict[str, Pair]:
     def num(x: float) -> float | None:
         return x if math.isfinite(x) else None
 
     return {k: [num(v.value), num(v.se)] for k, v in e.items()}
 
 
-def _task_metrics(task_results: Mapping[str, Any], task: str) -> dict[str, Any]:
-    overall = _estimates(lm_eval_io.overall_metrics(task_results))
-    if task.startswith("calbench_numeric"):
-        _, families = lm_eval_io.read_task(task_results, lm_eval_io.metrics_of(task_results))
-        return {"overall": overall, "families": {f: _estimates(e) for f, e in families.items()}}
-    return {"overall": overall}
+def _families(task_results: Mapping[str, Any], task: str) -> dict[str, dict[str, Pair]] | None:
+    """A calbench numeric task's per-family metrics (None for the other tasks)."""
+    if not task.startswith("calbench_numeric"):
+        return None
+    _, families = lm_eval_io.read_task(task_results, lm_eval_io.metrics_of(task_results))
+    return {f: _estimates(e) for f, e in families.items()}
 
 
-def model_part(results: Mapping[str, Any]) -> dict[str, Any]:
+def model_part(results: Mapping[str, Any]) -> ModelPart:
     """The system a run evaluated: backend, model and adapter (``peft=`` on hf, ``lora_local_path=``
     on vLLM) with their weights' hashes, dtype and chat template."""
     config, args = results.get("config", {}), lm_eval_io.model_args(results)
@@ -85,33 +96,37 @@ def model_part(results: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def evaluation_part(results_file: Path, evaluation: str) -> dict[str, Any]:
+def evaluation_part(results_file: Path, evaluation: str) -> EvaluationPart:
     """One evaluation (one lm-eval run) of a record: its system, seeds, task hashes and tasks."""
     results = lm_eval_io.load_results(results_file)
     check_run(results, str(results_file))
     check_generation_config(results, str(results_file))
     config = results.get("config", {})
     model = model_part(results)
-    tasks = {}
+    tasks: dict[str, TaskEntry] = {}
     for task, task_results in results["results"].items():
         task_config = results.get("configs", {}).get(task, {})
-        entry = {
+        entry: TaskEntry = {
             "evaluation": evaluation,
             "version": results.get("versions", {}).get(task),
             "samples_per_prompt": task_config.get("repeats"),
             "generation": task_config.get("generation_kwargs"),
             "prompts": results.get("n-samples", {}).get(task, {}).get("effective"),
-            **_task_metrics(task_results, task),
+            "overall": _estimates(lm_eval_io.overall_metrics(task_results)),
         }
+        families = _families(task_results, task)
+        if families is not None:
+            entry["families"] = families
         protocol = protocols.sampling_protocol(task)
         try:
             if protocol is not None:
-                entry["samples"] = lm_eval_io.prompt_values(
-                    lm_eval_io.task_samples(results_file, task, results), task, protocol
+                entry["samples"] = cast(
+                    list[StoredPrompt],
+                    lm_eval_io.prompt_values(lm_eval_io.task_samples(results_file, task, results), task, protocol),
                 )
             elif task in results.get("configs", {}) and _log_if_any(results_file, task) is not None:  # a task
                 logged = lm_eval_io.task_samples(results_file, task, results)
-                entry["items"] = lm_eval_io.item_scores(logged, list(entry["overall"]))
+                entry["items"] = cast(list[StoredItem], lm_eval_io.item_scores(logged, list(entry["overall"])))
         except ValueError as err:  # a missing or malformed samples log
             raise RefusedRunError(str(err)) from err
         tasks[task] = entry
@@ -130,38 +145,43 @@ def _log_if_any(results_file: Path, task: str) -> Path | None:
         return None  # run without --log_samples: no per-item scores for this task
 
 
-def _system(model: Mapping[str, Any]) -> tuple[Any, ...]:
+def _system(model: ModelPart) -> tuple[str | None, ...]:
     """A system is its backend, its model and adapter, and their weights: two folders of one name
     with other weights are two systems."""
     keys = ("backend", "pretrained", "weights_sha256", "adapter", "adapter_sha256")
-    return tuple(model.get(k) for k in keys)
+    return tuple(model.get(k) for k in keys)  # type: ignore[misc]  # (TypedDict.get of a variable key)
 
 
 def assemble_record(
     name: str,
     entry_type: str,
     command: str,
-    parts: Mapping[str, Mapping[str, Any]],
-    drift: Mapping[str, Any] | None = None,
+    parts: Mapping[str, EvaluationPart],
+    drift: Drift | None = None,
     recipe: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> RunRecord:
     """One system's record from its evaluations (``evaluation_part``s by evaluation name)."""
     check_name(name)
     if entry_type not in ENTRY_TYPES:
         raise RefusedRunError(f"entry type {entry_type!r} is not one of {', '.join(ENTRY_TYPES)}")
-    runs = [part for part in parts.values() if "model" in part]  # lm-eval runs (not the drift)
-    if not runs:
+    models = [part["model"] for part in parts.values() if "model" in part]  # lm-eval runs (not the drift)
+    if not models:
         raise RefusedRunError(f"{name}: no lm-eval evaluation given")
-    systems = {_system(part["model"]) for part in runs}
+    systems = {_system(model) for model in models}
     if len(systems) > 1:
         raise RefusedRunError(f"{name}: the evaluations come from different systems: {sorted(map(str, systems))}")
-    record: dict[str, Any] = {"schema": SCHEMA, "name": name, "type": entry_type, "command": command}
+    record: RunRecord = {
+        "schema": SCHEMA,
+        "name": name,
+        "type": entry_type,
+        "command": command,
+        "model": ModelPart(**models[0]),
+        "evaluations": {},
+        "tasks": {},
+    }
     if recipe is not None:
         record["recipe"] = dict(recipe)
         record["recipe_sha256"] = recipe_hash(recipe)
-    record["model"] = dict(runs[0]["model"])
-    record["evaluations"] = {}
-    record["tasks"] = {}
     for evaluation, part in parts.items():
         for task, entry in part["tasks"].items():
             if task in record["tasks"]:
@@ -169,11 +189,11 @@ def assemble_record(
                     f"{name}: task {task} is in two evaluations ({record['tasks'][task]['evaluation']} and "
                     f"{evaluation}): pass one run per task"
                 )
-            record["tasks"][task] = dict(entry, evaluation=evaluation)
+            record["tasks"][task] = {**entry, "evaluation": evaluation}
         meta = {k: v for k, v in part.items() if k not in ("model", "tasks", "drift")}
-        record["evaluations"][evaluation] = {**meta, "tasks": list(part["tasks"])}
+        record["evaluations"][evaluation] = cast(EvaluationEntry, {**meta, "tasks": list(part["tasks"])})
     if drift is not None:
-        record["drift"] = dict(drift)
+        record["drift"] = {**drift}
     record["calbench_commit"] = calbench_commit()
     record["packages"] = package_versions()
     validate_record(record, name)
@@ -189,8 +209,8 @@ def build_record(
     entry_type: str,
     results_files: Sequence[Path],
     command: str,
-    drift: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+    drift: Drift | None = None,
+) -> RunRecord:
     """One system's run record from its lm-eval ``results_*.json`` files (each one evaluation,
     named ``run-1``, ``run-2``, ... in the order given)."""
     check_name(name)  # before any file is read: a name is never a path
@@ -225,14 +245,14 @@ def store_lock(folder: Path) -> Iterator[None]:
         yield
 
 
-def save_record(record: Mapping[str, Any], folder: Path, replace: bool = True) -> Path:
+def save_record(record: RunRecord, folder: Path, replace: bool = True) -> Path:
     """``<folder>/<name>.json`` (readable) and what it stores beside it (valid answers, per-item
     scores) in ``<folder>/samples/<name>.json``, whose SHA-256 the record keeps. Under the
     store's lock, never through a symbolic link inside ``folder``; an existing record of the same
     name is replaced only with ``replace``."""
     check_name(record["name"])
     validate_record(record, record["name"])
-    head = copy.deepcopy(dict(record))
+    head: dict[str, Any] = copy.deepcopy(dict(record))  # the record's file: what is not stored beside it
     samples = {t: e.pop(k) for t, e in head["tasks"].items() for k in STORED if k in e}
     path = folder / f"{record['name']}.json"
     text = json.dumps(samples, sort_keys=True, separators=(",", ":")) + "\n" if samples else None
@@ -254,7 +274,7 @@ def save_record(record: Mapping[str, Any], folder: Path, replace: bool = True) -
     return path
 
 
-def load_record(path: Path) -> dict[str, Any]:
+def load_record(path: Path) -> RunRecord:
     """One run record file with what it stores beside it, validated (``validate_record``)."""
     path = Path(path)
     try:
@@ -288,7 +308,7 @@ def load_record(path: Path) -> dict[str, Any]:
             one_per_response = protocol is not None and protocols.PROTOCOLS[protocol].items == 1
             validate_stored(f"{samples}: {task}", kind, values, record["tasks"][task], one_per_response)
             record["tasks"][task][kind] = values
-    return dict(record)
+    return cast(RunRecord, record)  # validated: a run record
 
 
 def is_record_file(path: Path) -> bool:
@@ -310,7 +330,7 @@ def remove_record(folder: Path, name: str) -> None:
         (Path(folder) / "samples" / path.name).unlink(missing_ok=True)
 
 
-def load_records(folder: Path) -> list[dict[str, Any]]:
+def load_records(folder: Path) -> list[RunRecord]:
     """Every run record of a results folder, each validated (``validate_record``), in file-name order."""
     return [load_record(path) for path in sorted(Path(folder).glob("*.json"))]
 
@@ -318,7 +338,7 @@ def load_records(folder: Path) -> list[dict[str, Any]]:
 NUMBERS = ("overall", "families", "samples", "items", "version", "samples_per_prompt", "generation", "prompts")
 
 
-def differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+def differences(a: RunRecord, b: RunRecord) -> list[str]:
     """Where two records' numbers differ (``task: field``; the drift; the system's weights), for
     checking that a recipe reproduced a row: what they were measured from, not when or where."""
     out = []
@@ -338,7 +358,7 @@ def differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def agreement(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[tuple[str, str, float]]:
+def agreement(a: RunRecord, b: RunRecord) -> list[tuple[str, str, float]]:
     """How far two records' overall metrics are apart, task by task, for two runs that need not
     draw the same samples (another CPU's float kernels): ``(task:metric, "z", |Δ| / sqrt(se_a² +
     se_b²))`` where both have a standard error, else ``(task:metric, "relative", |Δ| / |a|)``;
@@ -357,7 +377,7 @@ def agreement(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[tuple[str, str
     return sorted(out, key=lambda t: -t[2])
 
 
-def named_records(folder: Path, names: Sequence[str]) -> list[dict[str, Any]]:
+def named_records(folder: Path, names: Sequence[str]) -> list[RunRecord]:
     """The run records ``names`` of a results folder (``<name>.json``), in that order; refused if one
     is missing. Only these are read: another file of the store that is not a record (or not one
     any more) does not stop a run of these."""
@@ -373,13 +393,13 @@ def named_records(folder: Path, names: Sequence[str]) -> list[dict[str, Any]]:
     return out
 
 
-def adapter_drift(drift_file: Path, adapter: str | Path | None) -> dict[str, Any]:
+def adapter_drift(drift_file: Path, adapter: str | Path | None) -> Drift:
     """The drift of ``adapter`` in a ``calbench drift --output`` file (adapters compared as paths)."""
     runs = json.loads(Path(drift_file).read_text())["drift"]
     matches = [v for k, v in runs.items() if Path(k).resolve() == Path(adapter or "").resolve()]
     if not matches:
         raise RefusedRunError(f"{drift_file} has no drift for adapter {adapter}")
-    return dict(matches[0])
+    return cast(Drift, dict(matches[0]))
 
 
 def add_record(

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from tabulate import tabulate
 
 from calbench.leaderboard.curves import QUICK
-from calbench.leaderboard.numbers import NUMERIC_SPLITS, SAMPLING_TASKS, ranked
+from calbench.leaderboard.numbers import NUMERIC_SPLITS, SAMPLING_TASKS, Scored, ranked, scored
+from calbench.leaderboard.record_types import RunRecord
 from calbench.metrics import tails
 from calbench.metrics.calibration import Prompt
 from calbench.metrics.prompt_scores import prompt_rows
@@ -43,7 +43,7 @@ HEADERS = [
 ]
 
 
-def _rows_of(record: Mapping[str, Any], task: str) -> dict[str, list[Prompt]] | None:
+def _rows_of(record: RunRecord, task: str) -> dict[str, list[Prompt]] | None:
     entry = record["tasks"].get(task)
     if entry is None or "samples" not in entry:
         return None
@@ -59,7 +59,7 @@ def summary_row(name: str, task: str, rows: Mapping[str, Sequence[Prompt]]) -> l
     return [name, SPLITS[task], f"{answered} of {len(prompts)}", *shares, *map(fmt, following)]
 
 
-def _adapter_prompts(adapters: Sequence[Mapping[str, Any]]) -> str:
+def _adapter_prompts(adapters: Sequence[RunRecord]) -> str:
     """Each prompt of both splits: the law's median, then per adapter its outer share and median
     answer; the first adapter's top outer answers."""
     names = [a["name"] for a in adapters]
@@ -82,11 +82,12 @@ def _adapter_prompts(adapters: Sequence[Mapping[str, Any]]) -> str:
     return tabulate(lines, headers=headers, tablefmt="github", disable_numparse=True)
 
 
-def render(records: Sequence[Mapping[str, Any]], curve_points: Sequence[tuple[str, Mapping[str, Any]]] = ()) -> str:
+def render(records: Sequence[RunRecord | Scored], curve_points: Sequence[tuple[str, RunRecord]] = ()) -> str:
     """The page: every record with stored numeric samples, then its adapters prompt by prompt
     ("" when no record has any)."""
+    ready = scored(records)  # the adapters are ranked by their calibration score
     table = []
-    for record in records:
+    for record in (s.record for s in ready):
         for task in SPLITS:
             rows = _rows_of(record, task)
             if rows is not None:
@@ -95,9 +96,11 @@ def render(records: Sequence[Mapping[str, Any]], curve_points: Sequence[tuple[st
         rows = _rows_of(record, QUICK)
         if rows is not None:
             table.append(summary_row(label, QUICK, rows))
-    adapters = ranked(
-        [r for r in records if r.get("type") == "fine-tuned adapter" and _rows_of(r, SAMPLING_TASKS["unseen"])]
-    )
+    adapters = [
+        s.record
+        for s in ranked(ready)
+        if s.record.get("type") == "fine-tuned adapter" and _rows_of(s.record, SAMPLING_TASKS["unseen"])
+    ]
     if not table:
         return ""
     text = (
@@ -127,7 +130,7 @@ def render(records: Sequence[Mapping[str, Any]], curve_points: Sequence[tuple[st
 
 
 def write(
-    records: Sequence[Mapping[str, Any]], out: Path, curve_points: Sequence[tuple[str, Mapping[str, Any]]] = ()
+    records: Sequence[RunRecord | Scored], out: Path, curve_points: Sequence[tuple[str, RunRecord]] = ()
 ) -> list[Path]:
     text = render(records, curve_points)
     if not text:

@@ -22,12 +22,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from tabulate import tabulate
 
 from calbench.leaderboard.checks import RefusedRunError
-from calbench.leaderboard.numbers import calibration_score, drift_metric, mean_pit_w1, task_metric
+from calbench.leaderboard.numbers import Scored, drift_metric, scored, task_metric
+from calbench.leaderboard.record_types import RunRecord
 from calbench.provenance import atomic_write
 from calbench.retention_delta import Run, paired_deltas, run_of_record
 from calbench.retention_delta import table as deltas_table
@@ -61,37 +61,41 @@ class Point:
         return (x.value - Z95 * x.se, x.value + Z95 * x.se), (y.value - Z95 * y.se, y.value + Z95 * y.se)
 
 
-def _score(record: Mapping[str, Any]) -> Estimate:
-    score = calibration_score(record)
+def _score(record: Scored) -> Estimate:
+    score = record.calibration_score
     if not isinstance(score, Estimate) or not math.isfinite(score.value):
-        raise RefusedRunError(f"{record['name']}: no calibration score ({score}): it cannot be a trade-off point")
+        raise RefusedRunError(f"{record.name}: no calibration score ({score}): it cannot be a trade-off point")
     return score
 
 
-def point(base: Mapping[str, Any], adapter: Mapping[str, Any]) -> Point:
+def point(base: RunRecord | Scored, adapter: RunRecord | Scored) -> Point:
     """``adapter`` against ``base``, from their records: the scores, and the offline retention
     suite's per-item scores for the paired retention deltas."""
-    b, a = _score(base), _score(adapter)
+    base_scored, adapter_scored = scored([base, adapter])
+    b, a = _score(base_scored), _score(adapter_scored)
+    base_name, adapter_name = base_scored.name, adapter_scored.name
     try:
-        deltas = paired_deltas(run_of_record(base), run_of_record(adapter), (base["name"], adapter["name"]))
+        deltas = paired_deltas(
+            run_of_record(base_scored.record), run_of_record(adapter_scored.record), (base_name, adapter_name)
+        )
     except ValueError as err:  # unpaired items, no shared task
-        raise RefusedRunError(f"{adapter['name']}: {err}") from err
+        raise RefusedRunError(f"{adapter_name}: {err}") from err
     rows = {(r.task, r.metric): r for r in deltas}
     lost = {}
     for key in RETENTION:
         row = rows.get(key)
         if row is None or row.paired is None:
-            raise RefusedRunError(f"{adapter['name']}: {key[0]} {key[1]} not paired with {base['name']}'s items")
+            raise RefusedRunError(f"{adapter_name}: {key[0]} {key[1]} not paired with {base_name}'s items")
         d = row.paired
         lost[key] = PairedDelta(Estimate(0.0 - d.delta.value, d.delta.se), 0.0 - d.high, 0.0 - d.low, d.n)  # no -0
     composite = Estimate(
         sum(d.delta.value for d in lost.values()) / len(lost),
         math.sqrt(sum(d.delta.se**2 for d in lost.values())) / len(lost),
     )
-    return Point(adapter["name"], a, Estimate(a.value - b.value, math.hypot(a.se, b.se)), lost, composite)
+    return Point(adapter_name, a, Estimate(a.value - b.value, math.hypot(a.se, b.se)), lost, composite)
 
 
-def table(base: Mapping[str, Any], points: Sequence[Point], records: Mapping[str, Mapping[str, Any]]) -> str:
+def table(base: Scored, points: Sequence[Point], records: Mapping[str, Scored]) -> str:
     """Markdown: the base model's row, then one row per adapter."""
     headers = [
         "system",
@@ -104,16 +108,16 @@ def table(base: Mapping[str, Any], points: Sequence[Point], records: Mapping[str
         "drift ↓",
     ]
 
-    def common(record: Mapping[str, Any]) -> tuple[str, str]:
-        return fmt(mean_pit_w1(record)), fmt(task_metric(record, *MCQ))
+    def common(record: Scored) -> tuple[str, str]:
+        return fmt(record.mean_pit_w1), fmt(task_metric(record.record, *MCQ))
 
     pit_w1, mcq = common(base)
-    body = [[base["name"], fmt(_score(base)), "0 (base)", pit_w1, *(["0 (base)"] * (len(RETENTION) + 1)), mcq, "0"]]
+    body = [[base.name, fmt(_score(base)), "0 (base)", pit_w1, *(["0 (base)"] * (len(RETENTION) + 1)), mcq, "0"]]
     for p in points:
         r = records[p.name]
         pit_w1, mcq = common(r)
         lost = [f"{fmt(d.delta)} [{d.low:.3g}, {d.high:.3g}]" for d in p.lost.values()]
-        gained, composite, drift = fmt(p.calibration_gained), fmt(p.retention_lost), fmt(drift_metric(r))
+        gained, composite, drift = fmt(p.calibration_gained), fmt(p.retention_lost), fmt(drift_metric(r.record))
         body.append([p.name, fmt(p.score), gained, pit_w1, *lost, composite, mcq, drift])
     return tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)
 
@@ -144,10 +148,10 @@ def draw(points: Sequence[Point], title: str, path: Path) -> None:
     plt.close(fig)
 
 
-def deltas_section(base: Mapping[str, Any], adapters: Sequence[Mapping[str, Any]]) -> str:
+def deltas_section(base: RunRecord, adapters: Sequence[RunRecord]) -> str:
     """Every task both records stored per-item scores for, paired, one table per adapter."""
 
-    def transfer(record: Mapping[str, Any]) -> Run:
+    def transfer(record: RunRecord) -> Run:
         return {t: items for t, items in run_of_record(record).items() if t in DELTA_TASKS or t.startswith(NB)}
 
     parts = []
@@ -158,34 +162,35 @@ def deltas_section(base: Mapping[str, Any], adapters: Sequence[Mapping[str, Any]
 
 
 def write(
-    base: Mapping[str, Any],
-    adapters: Sequence[Mapping[str, Any]],
+    base: RunRecord | Scored,
+    adapters: Sequence[RunRecord | Scored],
     output: Path,
     command: str,
     draw_plot: bool = True,
 ) -> list[Path]:
     """``<output>/tradeoff.md`` (with the command that wrote it, and every paired delta) and
-    ``<output>/plots/tradeoff.png``, from the records alone."""
-    points = [point(base, record) for record in adapters]
-    records = {r["name"]: r for r in adapters}
+    ``<output>/plots/tradeoff.png``, from the records alone (each scored once)."""
+    base_scored, *adapters_scored = scored([base, *adapters])
+    points = [point(base_scored, record) for record in adapters_scored]
+    records = {r.name: r for r in adapters_scored}
     text = (
-        f"# Calibration gained against retention lost: adapters of {base['name']}\n\n"
+        f"# Calibration gained against retention lost: adapters of {base_scored.name}\n\n"
         f"`{command}`\n\n"
         "Each adapter against the base model (`calbench.leaderboard.tradeoff`). Calibration gained: the\n"
         "difference of the calibration scores (independent runs: standard errors in quadrature). Retention\n"
         "lost: base - adapter on the offline retention suite, item by item (paired bootstrap: brackets, its 95%\n"
         "percentile interval); the composite is the mean of the three tasks' deltas. ±: half a 95% interval.\n"
         "MCQ parse_rate_lenient: the share of MCQ answers that name an option at all (format following).\n\n"
-        f"{table(base, points, records)}\n\n![trade-off]({PLOT})\n\n"
+        f"{table(base_scored, points, records)}\n\n![trade-off]({PLOT})\n\n"
         "## Every paired delta\n\n"
         "tuned - base on the same items, for the retention suite and NoveltyBench-lite (distinct generations of\n"
         "10 per prompt), from the per-item scores both records store: `calbench retention-delta BASE TUNED`\n"
         "prints each table (with every other task both stored items for).\n\n"
-        f"{deltas_section(base, adapters)}"
+        f"{deltas_section(base_scored.record, [r.record for r in adapters_scored])}"
     )
     written = [output / TABLE]
     atomic_write(output / TABLE, text)
     if draw_plot:
-        draw(points, f"{base['name']}: calibration gained vs retention lost", output / PLOT)
+        draw(points, f"{base_scored.name}: calibration gained vs retention lost", output / PLOT)
         written.append(output / PLOT)
     return written
