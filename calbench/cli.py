@@ -253,33 +253,16 @@ def _from_the_root(args: argparse.Namespace) -> None:
 
 
 def cmd_leaderboard_run(args: argparse.Namespace) -> int:
-    from calbench.leaderboard import recipes, rows
+    from calbench.leaderboard import recipes, runner
     from calbench.leaderboard.checks import RefusedRunError
 
     only = [e.strip() for e in args.only.split(",") if e.strip()] if args.only is not None else None
     if only == []:
         raise RefusedRunError(f"--only {args.only!r} names nothing: give evaluation or run names, comma-separated")
     _from_the_root(args)
-    chosen: list[recipes.Recipe] = []
-    for path in args.recipes:
-        kind = recipes.kind_of(path)
-        if kind == "row":
-            chosen.append(recipes.load_row(path))
-        elif kind == "protocols":
-            chosen += recipes.load_protocols(path)
-        elif kind == "curve":
-            from calbench.leaderboard import curves
-
-            spec = curves.load(path)
-            unknown = sorted(set(only or ()) - {r.name for r in spec.runs})
-            if unknown:
-                known = ", ".join(r.name for r in spec.runs)
-                raise RefusedRunError(f"{path}: --only {', '.join(unknown)}: no such run (its runs: {known})")
-            if args.results_dir is not None:
-                spec = curves.with_results_dir(spec, args.results_dir / "curves")
-            for written in curves.run_curves(spec, args.workdir, only, train=not args.no_train):  # --only: runs
-                print(f"written: {written}")
-    for path in rows.run_rows(chosen, args.workdir, args.results_dir, only, args.rerun, replace=args.replace):
+    loaded = [recipes.load(path) for path in args.recipes]  # every recipe read and checked before anything runs
+    options = runner.RunOptions(args.workdir, args.results_dir, only, args.rerun, args.replace, not args.no_train)
+    for path in runner.run_all(loaded, options):
         print(f"written: {path}")
     if args.results_dir is not None:
         print("not rendered: --results-dir is not the leaderboard's store", file=sys.stderr)

@@ -243,3 +243,12 @@ def test_no_committed_file_holds_a_machine_path():
             continue
         offenders += [f"{name}: {m.group(0)}" for m in MACHINE_PATH.finditer(text)]
     assert not offenders, offenders[:10]
+
+
+def test_the_leaderboard_package_lists_its_modules():
+    """``calbench/leaderboard/__init__.py`` names each of its modules once, with its job, and no other."""
+    import calbench.leaderboard
+
+    listed = re.findall(r"^\* ``(\w+)``:", calbench.leaderboard.__doc__ or "", re.MULTILINE)
+    modules = {p.stem for p in (ROOT / "calbench" / "leaderboard").glob("*.py")} - {"__init__"}
+    assert sorted(listed) == sorted(modules)

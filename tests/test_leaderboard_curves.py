@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from calbench import cli
-from calbench.leaderboard import curves, store
+from calbench.leaderboard import curve_page, curve_run, curves, store
 from calbench.leaderboard.recipes import RecipeError
 from calbench.train_record import logged_loss
 
@@ -45,13 +45,13 @@ def test_the_published_curve_recipe_reads():
 
 def test_every_nth_checkpoint_and_the_last_are_scored():
     found = [(s, Path(f"checkpoint-{s}")) for s in (10, 20, 30, 40, 47)]
-    assert [s for s, _ in curves.scored(found, 2, done=True)] == [20, 40, 47]
-    assert [s for s, _ in curves.scored(found, 2, done=False)] == [20, 40]  # 47 is not the last yet
-    assert [s for s, _ in curves.scored(found, 1, done=False)] == [10, 20, 30, 40, 47]
+    assert [s for s, _ in curve_run.scored(found, 2, done=True)] == [20, 40, 47]
+    assert [s for s, _ in curve_run.scored(found, 2, done=False)] == [20, 40]  # 47 is not the last yet
+    assert [s for s, _ in curve_run.scored(found, 1, done=False)] == [10, 20, 30, 40, 47]
     assert curves.load(ROOT / "leaderboards" / "rows" / "curves.yaml").score_every == 2
     # the base model first, unless the recipe says score_base: false
-    assert curves.to_score(found, 2, done=True) == [(0, None), *curves.scored(found, 2, done=True)]
-    assert curves.to_score(found, 2, done=True, base=False) == curves.scored(found, 2, done=True)
+    assert curve_run.to_score(found, 2, done=True) == [(0, None), *curve_run.scored(found, 2, done=True)]
+    assert curve_run.to_score(found, 2, done=True, base=False) == curve_run.scored(found, 2, done=True)
 
 
 def test_a_recipe_may_leave_the_base_model_unscored(tmp_path):
@@ -128,14 +128,14 @@ def test_every_checkpoint_is_scored_and_the_curve_rendered(tiny_split, tmp_path,
     summary.write_text(kept)
     # The curve, from the records alone.
     spec = curves.with_results_dir(curves.load(path), store_dir / "curves")
-    written = curves.write(spec, tmp_path / "out", draw_plot=True)
+    written = curve_page.write(spec, tmp_path / "out", draw_plot=True)
     page, plot = spec.page
     assert (page, plot) == ("curves.md", "plots/curves.png")  # named after the recipe
     text = (tmp_path / "out" / page).read_text()
     assert "### hard (`tiny-hard`" in text and "| step   | examples   | valid_rate" in text
     assert text.count("\n| 0 ") + text.count("\n| 1 ") + text.count("\n| 2 ") == 3
     assert (tmp_path / "out" / plot).read_bytes()[:4] == b"\x89PNG" and len(written) == 2
-    numbers = curves.point_numbers(points[2])
+    numbers = curve_page.point_numbers(points[2])
     assert set(numbers) == {"valid_rate", "calibration_score", "pit_w1", "ks_at_n", "outer", "far"}
     assert json.loads((folder / "step-0002.json").read_text())["curve"]["run"] == "tiny-hard"
 
@@ -162,8 +162,8 @@ def test_the_spread_over_seeds_is_the_mean_and_sd_of_each_runs_last_point(tmp_pa
         f"s{i}": np.round(stats.norm.ppf(grid) * width, 4).tolist() for i, width in ((1, 1.0), (2, 0.5), (3, 0.2))
     }
     points = {name: [_point(values)] for name, values in answers.items()} | {"other": [_point(answers["s1"])]}
-    page = curves.spread(spec, points)
-    scores = [curves.point_numbers(points[f"s{i}"][-1])["calibration_score"].value for i in (1, 2, 3)]
+    page = curve_page.spread(spec, points)
+    scores = [curve_page.point_numbers(points[f"s{i}"][-1])["calibration_score"].value for i in (1, 2, 3)]
     assert len(set(scores)) == 3
     rows = {line.split("|")[2].strip(): line for line in page.splitlines() if line.startswith("| soft")}
     beyond = "**seed sd beyond sampling** (3 runs)"
@@ -179,7 +179,7 @@ def test_the_spread_over_seeds_is_the_mean_and_sd_of_each_runs_last_point(tmp_pa
     at = headers.index("calibration_score")
     assert rows["**mean** (3 runs)"].split("|")[at].strip() == f"{np.mean(scores):.3g}"
     assert rows["**sd over runs** (3 runs)"].split("|")[at].strip() == f"{np.std(scores, ddof=1):.3g}"
-    ses = [curves.point_numbers(points[f"s{i}"][-1])["calibration_score"].se for i in (1, 2, 3)]
+    ses = [curve_page.point_numbers(points[f"s{i}"][-1])["calibration_score"].se for i in (1, 2, 3)]
     by_hand = np.sqrt(max(0.0, np.var(scores, ddof=1) - np.mean(np.square(ses))))
     assert rows[beyond].split("|")[at].strip() == f"{by_hand:.3g}"
 
@@ -188,11 +188,11 @@ def test_the_seed_sd_is_what_the_runs_spread_beyond_their_own_sampling_errors():
     from calbench.stats import Estimate
 
     # values 10, 12, 14: variance over runs 4; sampling variances 1, 1, 1 leave 3 to the seeds
-    assert curves.seed_sd([Estimate(10, 1), Estimate(12, 1), Estimate(14, 1)]) == pytest.approx(3**0.5)
+    assert curve_page.seed_sd([Estimate(10, 1), Estimate(12, 1), Estimate(14, 1)]) == pytest.approx(3**0.5)
     # runs that spread less than their errors explain: no seed spread is left, not a negative variance
-    assert curves.seed_sd([Estimate(10, 3), Estimate(11, 3), Estimate(12, 3)]) == 0.0
+    assert curve_page.seed_sd([Estimate(10, 3), Estimate(11, 3), Estimate(12, 3)]) == 0.0
     # exact numbers: all the spread is the seeds'
-    assert curves.seed_sd([Estimate(1, 0), Estimate(3, 0)]) == pytest.approx(2**0.5)
+    assert curve_page.seed_sd([Estimate(1, 0), Estimate(3, 0)]) == pytest.approx(2**0.5)
 
 
 def test_a_point_names_its_checkpoint_by_the_workdir_not_the_machine(tmp_path):
@@ -204,7 +204,7 @@ def test_a_point_names_its_checkpoint_by_the_workdir_not_the_machine(tmp_path):
         "recipe_sha256": "old",
         "evaluations": {"quick": {"command": f"calbench eval --model_args peft={checkpoint} --tasks t"}},
     }
-    out = curves.portable(record, work)
+    out = curve_run.portable(record, work)
     assert out["model"]["adapter"] == out["recipe"]["adapter"]["path"] == "<workdir>/r/train/checkpoint-4"
     assert (
         out["evaluations"]["quick"]["command"]
@@ -225,13 +225,13 @@ def test_a_points_training_loss_is_the_one_logged_last_at_or_before_it(tmp_path)
     base, trained = _point([0.0] * 100), _point([0.5] * 100)
     base["curve"] = {"step": 0, "examples": 0, "seconds_per_step": 1.0, "tokens_per_step": 9.0}
     trained["curve"] = {**base["curve"], "step": 15, "examples": 30, "train_loss": logged_loss(history, 15)}
-    lines = curves.table(spec, {"r": [base, trained]}).splitlines()
+    lines = curve_page.table(spec, {"r": [base, trained]}).splitlines()
     headers = [h.strip() for h in lines[2].split("|")]
     at = headers.index("train loss")
     assert [line.split("|")[at].strip() for line in lines[4:]] == ["n/a", "1.2"]
     # Points without losses (recorded before they were kept) leave the table as it was.
     del trained["curve"]["train_loss"]
-    assert "train loss" not in curves.table(spec, {"r": [base, trained]})
+    assert "train loss" not in curve_page.table(spec, {"r": [base, trained]})
 
 
 def test_a_finished_runs_last_point_takes_the_final_protocol(tmp_path):
@@ -241,8 +241,8 @@ def test_a_finished_runs_last_point_takes_the_final_protocol(tmp_path):
     base += "runs: {r: {train: {effective_batch: 2}}}\n"
     spec = curves.load(_recipe(tmp_path, "m", base + "final: {all: {tasks: [a, b, c], samples_per_prompt: 200}}\n"))
     (run,) = spec.runs
-    middle = curves._point(spec, run, 40, Path("checkpoint-40"))
-    last = curves._point(spec, run, 47, Path("checkpoint-47"), last=True)
+    middle = curve_run.point_row(spec, run, 40, Path("checkpoint-40"))
+    last = curve_run.point_row(spec, run, 47, Path("checkpoint-47"), last=True)
     assert [e.tasks for e in middle.evaluations] == [("a", "b")]
     assert [(e.tasks, e.samples_per_prompt) for e in last.evaluations] == [(("a", "b", "c"), 200)]
     with pytest.raises(RecipeError, match=r"final: .*add \['b'\]"):
@@ -283,7 +283,7 @@ def test_a_work_folder_named_like_part_of_a_word_is_replaced_only_as_a_path():
             "q": {"command": "calbench eval --model_args pretrained=cc,peft=c/r/train/checkpoint-4 --output_path c"}
         },
     }
-    out = curves.portable(record, Path("c"))
+    out = curve_run.portable(record, Path("c"))
     assert out["model"]["adapter"] == "<workdir>/r/train/checkpoint-4"
     assert out["evaluations"]["q"]["command"] == (
         "calbench eval --model_args pretrained=cc,peft=<workdir>/r/train/checkpoint-4 --output_path <workdir>"
@@ -295,8 +295,8 @@ def test_a_full_fine_tunes_checkpoint_is_the_points_model(tmp_path):
     text += "runs: {lora: {train: {effective_batch: 2}}, full: {train: {effective_batch: 2, finetune: full}}}\n"
     spec = curves.load(_recipe(tmp_path, "m", text))
     lora, full = spec.runs
-    point = curves._point(spec, lora, 4, Path("w/lora/train/checkpoint-4"))
+    point = curve_run.point_row(spec, lora, 4, Path("w/lora/train/checkpoint-4"))
     assert (point.model, point.adapter, point.type) == ("m", "w/lora/train/checkpoint-4", "fine-tuned adapter")
-    point = curves._point(spec, full, 4, Path("w/full/train/checkpoint-4"))
+    point = curve_run.point_row(spec, full, 4, Path("w/full/train/checkpoint-4"))
     assert (point.model, point.adapter, point.type) == ("w/full/train/checkpoint-4", None, "fine-tuned")
-    assert curves._point(spec, full, 0, None).model == "m"  # the base model at step 0
+    assert curve_run.point_row(spec, full, 0, None).model == "m"  # the base model at step 0

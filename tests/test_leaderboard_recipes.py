@@ -11,7 +11,8 @@ import pytest
 
 from calbench import cli
 from calbench.leaderboard import recipes, store
-from calbench.leaderboard.recipes import RecipeError, load_row, merge, train_arguments
+from calbench.leaderboard.recipe_fields import RecipeError, merge, train_arguments
+from calbench.leaderboard.recipes import load_row
 
 ROOT = Path(__file__).resolve().parents[1]
 ROWS = ROOT / "leaderboards" / "rows"
@@ -176,6 +177,28 @@ def test_the_published_recipes_read_and_match_their_records():
         ]
     trade = recipes.load_tradeoff(ROWS / "tradeoff.yaml")
     assert {trade.base, *trade.adapters} <= set(stored)
+
+
+def test_one_loader_reads_every_recipe_as_its_kind():
+    """``recipes.load`` gives each published recipe file its kind's object, the same one its kind's loader gives."""
+    from calbench.leaderboard import curves
+
+    expected = {"row": recipes.Recipe, "protocols": recipes.ProtocolMatrix, "tradeoff": recipes.TradeoffRecipe}
+    expected["curve"] = curves.Curves
+    kinds = set()
+    for path in recipes.recipe_files(ROWS):
+        kind = recipes.kind_of(path)
+        loaded = recipes.load(path)
+        assert isinstance(loaded, expected[kind]), path.name
+        kinds.add(kind)
+        if kind == "row":
+            assert loaded == load_row(path)
+        elif kind == "protocols":
+            assert list(loaded.rows) == recipes.load_protocols(path)
+        elif kind == "curve":
+            assert loaded == curves.load(path)
+    assert kinds == set(recipes.KINDS)
+    assert "defaults.yaml" not in {p.name for p in recipes.recipe_files(ROWS)}
 
 
 @pytest.mark.integration

@@ -57,6 +57,7 @@ LIKELIHOOD_TASKS = {s: f"calbench_numeric_{s}_likelihood" for s in NUMERIC_SPLIT
 EXACT_TASKS = {s: f"calbench_numeric_{s}_exact" for s in NUMERIC_SPLITS}  # sample-free (enumerated)
 TIERS = {1: "I", 2: "II", 3: "III"}
 SAMPLING_SETS = (*NUMERIC_SPLITS, "quick")  # the numeric sampling tasks: each split, and the quick selection
+QUICK = "calbench_numeric_quick"  # the quick selection: every family's selected points (42 prompts)
 # Where an adapter stands (calbench.param_ranges): its training prompts, between them, beyond
 # them (the unseen split), on families it never saw, and in the ranges widened 2x.
 SPLIT_TASKS = {

@@ -20,6 +20,7 @@ from tabulate import tabulate
 
 from calbench import protocols
 from calbench.leaderboard import checks, numbers, plots
+from calbench.leaderboard.numbers import QUICK
 from calbench.leaderboard.record_types import Pair, RunRecord
 from calbench.leaderboard.render import csv_text, splice_readme
 from calbench.markdown import code_span
@@ -30,7 +31,6 @@ from calbench.provenance import atomic_write
 from calbench.stats import Z95, Estimate, fmt
 
 ORDER = tuple(PROTOCOLS)
-QUICK = "calbench_numeric_quick"
 FOLDER = "protocols"  # under the results store
 TABLE, CSV, PLOT = "protocols.md", "tables/protocols.csv", "plots/protocol_gap.png"
 KS_N = calibration.M_REF  # the page's KS@N: the calibration score's reference sample size

@@ -1,10 +1,12 @@
 """The whole leaderboard written from the store: ``calbench leaderboard render``.
 
 The main table, its CSVs and plots (``render``), the protocol table from the protocol runs'
-records (``protocol_page``), each trade-off recipe's table and plot (``tradeoff``) and the
-evaluation section of each row's adapter card (``card``: the adapter's record beside its
-base model's), all from run records alone; the headline and protocol tables are spliced
-into the README. Each record is scored once (``numbers.Scored``), and every page reads it scored.
+records (``protocol_page``), and for the recipes of ``rows`` (each read by ``recipes.load``)
+each trade-off's table and plot (``tradeoff``), each learning curve's page and plot
+(``curve_page``) and the evaluation section of each row's adapter card (``card``: the
+adapter's record beside its base model's); then the tails page (``tails_page``), all from run
+records alone. The headline and protocol tables are spliced into the README. Each record is
+scored once (``numbers.Scored``), and every page reads it scored.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from calbench.leaderboard import card, curves, protocol_page, recipes, render, tails_page, tradeoff
+from calbench.leaderboard import card, curve_page, curves, protocol_page, recipes, render, tails_page, tradeoff
 from calbench.leaderboard.checks import RefusedRunError
 from calbench.leaderboard.numbers import Scored
 from calbench.leaderboard.record_types import RunRecord
@@ -44,27 +46,25 @@ def render_all(
     written = render.write_all(records, output, readme, draw=draw) if records else []
     if protocol_runs:
         written += protocol_page.write(protocol_runs, output, readme, draw=draw)
-    for path in recipes.of_kind(rows, "tradeoff") if rows is not None and rows.is_dir() else []:
-        spec = recipes.load_tradeoff(path)
+    loaded = [recipes.load(p) for p in recipes.recipe_files(rows)] if rows is not None and rows.is_dir() else []
+    for spec in (r for r in loaded if isinstance(r, recipes.TradeoffRecipe)):
         if not set(by_name) & {spec.base, *spec.adapters}:
             continue  # another store's trade-off
         base, *adapters = named(by_name, [spec.base, *spec.adapters], results_dir)
-        command = f"calbench leaderboard render   # {path.as_posix()}"
+        command = f"calbench leaderboard render   # {spec.path.as_posix()}"
         written += tradeoff.write(base, adapters, output, command, draw_plot=draw)
     ends: list[tuple[str, RunRecord]] = []  # the base model's point once, then each curve's last point: the tails page
-    for path in recipes.of_kind(rows, "curve") if rows is not None and rows.is_dir() else []:
-        curve = curves.load(path)
+    for curve in (r for r in loaded if isinstance(r, curves.Curves)):
         curve = curves.with_results_dir(curve, results_dir / curve.results_dir.name)
         references = [s for s in records if s.record["type"] == "reference"]
-        written += curves.write(curve, output, draw_plot=draw, references=references)
-        for run, points in curves.load_points(curve).items():
+        written += curve_page.write(curve, output, draw_plot=draw, references=references)
+        for run, points in curve_page.load_points(curve).items():
             if not ends and points[0]["curve"]["step"] == 0:
                 ends.append((f"{run} step 0", points[0]))  # the base model, once
             if points[-1]["curve"]["step"] > 0:
                 ends.append((f"{run} step {points[-1]['curve']['step']}", points[-1]))
     written += tails_page.write(records, output, ends)
-    if rows is not None and rows.is_dir():
-        written += cards(rows, by_name, results_dir, root)
+    written += cards([r for r in loaded if isinstance(r, recipes.Recipe)], by_name, results_dir, root)
     tasks_readme = readme.parent / TASKS_README if readme is not None else None
     if tasks_readme is not None and tasks_readme.is_file():
         text = render.splice_readme(tasks_readme.read_text(), catalog.markdown(), METRICS_START, METRICS_END)
@@ -81,14 +81,15 @@ def named(by_name: Mapping[str, Scored], names: Sequence[str], folder: Path) -> 
     return [by_name[n] for n in names]
 
 
-def cards(rows: Path, by_name: Mapping[str, Scored], results_dir: Path, root: Path = Path(".")) -> list[Path]:
+def cards(
+    row_recipes: Sequence[recipes.Recipe], by_name: Mapping[str, Scored], results_dir: Path, root: Path = Path(".")
+) -> list[Path]:
     """Each row adapter's card, with the adapter's record and its base model's (the row of the
     same model without an adapter), where the store holds the records and the adapter its card."""
-    recipes_ = [recipes.load_row(p) for p in recipes.rows_in(rows)]
     written = []
-    for r in recipes_:
+    for r in row_recipes:
         if r.adapter is None or r.name not in by_name or not (root / r.adapter / "README.md").is_file():
             continue
-        bases = [b.name for b in recipes_ if b.adapter is None and b.model == r.model and b.name in by_name]
+        bases = [b.name for b in row_recipes if b.adapter is None and b.model == r.model and b.name in by_name]
         written.append(card.write_card(root / r.adapter, named(by_name, [r.name, *bases[:1]], results_dir)))
     return written

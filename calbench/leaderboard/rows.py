@@ -30,14 +30,15 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
 from calbench import lm_eval_io, model_catalogue
 from calbench.leaderboard import store
 from calbench.leaderboard.checks import RefusedRunError
-from calbench.leaderboard.recipes import Evaluation, Recipe, RecipeError, train_arguments
+from calbench.leaderboard.recipe_fields import Evaluation, RecipeError, train_arguments
+from calbench.leaderboard.recipes import Recipe
 from calbench.leaderboard.record_types import EvaluationPart, RunRecord
 from calbench.provenance import sha256_json, weights_hash, write_json
 
@@ -46,11 +47,12 @@ MARKER = "calbench_evaluation.json"  # written when an evaluation has finished
 ADAPTER_FILES_LEFT_OUT = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")  # the base model's
 
 
-def _say(message: str) -> None:
+def say(message: str) -> None:
+    """A progress line of ``calbench leaderboard run`` (on stderr)."""
     print(f"[calbench leaderboard run] {message}", file=sys.stderr, flush=True)
 
 
-def _calbench(args: Sequence[str]) -> subprocess.CompletedProcess[str]:
+def run_calbench(args: Sequence[str]) -> subprocess.CompletedProcess[str]:
     """``calbench ARGS`` in a fresh process, its output passing through (progress bars included)."""
     return subprocess.run([sys.executable, "-m", "calbench", *args], check=False, text=True)
 
@@ -84,15 +86,15 @@ def ensure_adapter(recipe: Recipe, workdir: Path) -> None:
     args = [*train_arguments(recipe.model, recipe.train), "--output", str(run)]
     if (run / "calbench_run.json").is_file():
         args.append("--resume")
-    _say(f"{recipe.name}: training the adapter: calbench train {shlex.join(args)}")
-    if _calbench(["train", *args]).returncode != 0:
+    say(f"{recipe.name}: training the adapter: calbench train {shlex.join(args)}")
+    if run_calbench(["train", *args]).returncode != 0:
         raise RefusedRunError(training_failed(recipe.name, run))
     partial = folder.with_name(folder.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     shutil.copytree(run / "adapter", partial, ignore=shutil.ignore_patterns(*ADAPTER_FILES_LEFT_OUT))
     portable_output(partial / "calbench_train.json", recipe.name)
     partial.rename(folder)
-    _say(f"{recipe.name}: adapter written to {folder}")
+    say(f"{recipe.name}: adapter written to {folder}")
 
 
 def training_failed(name: str, run: Path) -> str:
@@ -199,14 +201,14 @@ def run_evaluation(
         base = model_catalogue.resolve(recipe.model)
         args = ["drift", "--model", base, "--adapter", recipe.adapter, "--output", str(out / "drift.json")]
         shown = _portable(args, recipe).replace("calbench eval drift", "calbench drift")
-        _say(f"{recipe.name}: {evaluation.name}: {shown}")
-        done = _calbench(args)
+        say(f"{recipe.name}: {evaluation.name}: {shown}")
+        done = run_calbench(args)
         result = "drift.json"
     else:
         args = eval_arguments(recipe, evaluation, out)
         shown = _portable(args, recipe)
-        _say(f"{recipe.name}: {evaluation.name}: {shown}")
-        done = _calbench(["eval", *args])
+        say(f"{recipe.name}: {evaluation.name}: {shown}")
+        done = run_calbench(["eval", *args])
         result = ""
     if done.returncode != 0:
         raise RefusedRunError(
@@ -303,7 +305,7 @@ def run_row(
     ensure_adapter(recipe, workdir)
     weights = model_weights(recipe)
     if stored is not None and weights is not None and stored["model"].get("weights_sha256") not in (None, weights):
-        _say(
+        say(
             f"{recipe.name}: the model's weights changed ({stored['model']['weights_sha256']} in the record, "
             f"{weights} now): every evaluation runs again"
         )
@@ -321,35 +323,16 @@ def run_row(
             marker = run_evaluation(recipe, evaluation, out, key, weights)
             parts[evaluation.name] = part_of_output(recipe, evaluation, out, marker)
         elif marker is not None:
-            _say(f"{step}: finished in {out}")
+            say(f"{step}: finished in {out}")
             parts[evaluation.name] = part_of_output(recipe, evaluation, out, marker)
         elif in_record:
             assert stored is not None
-            _say(f"{step}: finished (in the record)")
+            say(f"{step}: finished (in the record)")
             parts[evaluation.name] = part_of_record(stored, evaluation.name)
         else:
-            _say(f"{step}: not run (left out by --only)")
+            say(f"{step}: not run (left out by --only)")
     drift = next((p["drift"] for p in parts.values() if "drift" in p), None)
     record = store.assemble_record(recipe.name, recipe.type, recipe.command, parts, drift, recipe.resolved())
     path = store.save_record(record, results_dir)
-    _say(f"{recipe.name}: record {path}")
+    say(f"{recipe.name}: record {path}")
     return path
-
-
-def run_rows(
-    recipes: Sequence[Recipe],
-    workdir: Path = WORKDIR,
-    results_dir: Path | None = None,
-    only: Sequence[str] | None = None,
-    rerun: bool = False,
-    each: Callable[[Path], None] | None = None,
-    replace: bool = False,
-) -> list[Path]:
-    """``run_row`` for each recipe, in order; ``each`` is called with every record written."""
-    written = []
-    for recipe in recipes:
-        path = run_row(recipe, workdir, results_dir, only, rerun, replace)
-        written.append(path)
-        if each is not None:
-            each(path)
-    return written

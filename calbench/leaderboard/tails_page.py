@@ -17,8 +17,7 @@ from pathlib import Path
 import numpy as np
 from tabulate import tabulate
 
-from calbench.leaderboard.curves import QUICK
-from calbench.leaderboard.numbers import NUMERIC_SPLITS, SAMPLING_TASKS, Scored, ranked, scored
+from calbench.leaderboard.numbers import NUMERIC_SPLITS, QUICK, SAMPLING_TASKS, Scored, ranked, scored
 from calbench.leaderboard.record_types import RunRecord
 from calbench.metrics import tails
 from calbench.metrics.calibration import Prompt

@@ -1,0 +1,305 @@
+"""Learning curves, drawn: a curve recipe's page and plot, from its points' records alone.
+
+``calbench leaderboard render`` writes ``<recipe>.md`` and ``plots/<recipe>.png`` (e.g.
+``curves.md``, ``plots/curves.png``): on the quick selection's 42 prompts the calibration score,
+``pit_w1``, the valid rate and KS@100 (``prompt_scores.sample_quality``), and each retention
+task's headline metric, all with 95% intervals; for a protocol of the prompt sets, each set's
+score and medians' rho, beside the reference systems' records. Each point is scored once
+(``Point``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+from tabulate import tabulate
+
+from calbench.leaderboard import store
+from calbench.leaderboard.curves import CurveRun, Curves
+from calbench.leaderboard.numbers import QUICK, SPLIT_TASKS, Scored, scored
+from calbench.leaderboard.recipe_fields import Evaluation
+from calbench.leaderboard.record_types import CurvePart, RunRecord
+from calbench.leaderboard.render import BOARD_START, SPLIT_LABELS, board_page
+from calbench.metrics.prompt_scores import prompt_rows, sample_quality
+from calbench.metrics.tails import outer_summary
+from calbench.provenance import atomic_write
+from calbench.stats import UNDEFINED, Z95, Estimate, fmt
+
+RETENTION = {
+    "calbench_arithmetic": "exact_flexible",
+    "calbench_format_following": "loose_acc",
+    "calbench_mmlu_mini": "acc",
+}
+
+
+def _every_text(every: int) -> str:
+    return {1: "Every checkpoint", 2: "Every other checkpoint and the last"}.get(
+        every, f"Every {every}th checkpoint and the last"
+    )
+
+
+def point_numbers(record: RunRecord) -> dict[str, Estimate]:
+    """A curve point's numbers: the quick selection's quality and the retention metrics."""
+    numbers = Scored(record)
+    out: dict[str, Estimate] = {}
+    quick = record["tasks"].get(QUICK)
+    if quick is not None and "samples" in quick:
+        rows = prompt_rows(quick["samples"])
+        out.update(sample_quality(rows))
+        _, tails = outer_summary(rows)  # does training shrink the PIT's tails? (calbench.metrics.tails)
+        out["outer"], out["far"] = tails["outer"], tails["far"]
+    for split, label in SPLIT_LABELS.items():  # a protocol of the prompt sets (generalization.yaml)
+        if SPLIT_TASKS[split] in record["tasks"] and QUICK not in record["tasks"]:
+            for key, value in (
+                (f"{label} score", numbers.split_score(split)),
+                (f"{label} rho", numbers.split_following(split)),
+            ):
+                out[key] = value if isinstance(value, Estimate) else UNDEFINED
+    for task, metric in RETENTION.items():
+        pair = record["tasks"][task]["overall"].get(metric) if task in record["tasks"] else None
+        if pair:
+            out[f"{task.removeprefix('calbench_')} {metric}"] = Estimate(
+                math.nan if pair[0] is None else pair[0], math.nan if pair[1] is None else pair[1]
+            )
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class Point:
+    """A curve point's record and its numbers (``point_numbers``), computed once."""
+
+    record: RunRecord
+
+    @cached_property
+    def numbers(self) -> dict[str, Estimate]:
+        return point_numbers(self.record)
+
+    @property
+    def curve(self) -> CurvePart:
+        return self.record["curve"]
+
+
+def as_points(points: Mapping[str, Sequence[RunRecord | Point]]) -> dict[str, list[Point]]:
+    """run -> its points, each to be scored once (a ``Point`` as it is, a record wrapped)."""
+    return {run: [p if isinstance(p, Point) else Point(p) for p in pts] for run, pts in points.items()}
+
+
+def load_points(curves: Curves) -> dict[str, list[RunRecord]]:
+    """run -> its points' records, by step (runs without records left out)."""
+    out = {}
+    for run in curves.runs:
+        folder = curves.folder(run.name)
+        if folder.is_dir():
+            points = sorted(store.load_records(folder), key=lambda r: r["curve"].get("step", 0) if "curve" in r else 0)
+            if points and all("curve" in p for p in points):
+                out[run.name] = points
+    return out
+
+
+def table(curves: Curves, points: Mapping[str, Sequence[RunRecord | Point]]) -> str:
+    pts = as_points(points)
+    parts = []
+    for run in curves.runs:
+        if run.name not in pts:
+            continue
+        rows, headers = [], ["step", "examples"]
+        losses = any(p.curve.get("train_loss") is not None for p in pts[run.name])
+        for point in pts[run.name]:
+            numbers = point.numbers
+            if len(headers) == 2:
+                headers += list(numbers)
+            loss = point.curve.get("train_loss")
+            rows.append(
+                [
+                    str(point.curve["step"]),
+                    str(point.curve["examples"]),
+                    *(fmt(numbers[h]) for h in headers[2:]),
+                    *([] if not losses else ["n/a" if loss is None else f"{loss:.4g}"]),
+                ]
+            )
+        headers += ["train loss"] if losses else []
+        last = pts[run.name][-1].curve
+        cost = f"{last['seconds_per_step']:g} s and {last['tokens_per_step']:g} tokens per optimizer step"
+        train = ", ".join(f"{k}={v}" for k, v in run.train.items())
+        own = "" if run.score_every in (None, curves.score_every) else f"; {_every_text(run.score_every).lower()}"
+        parts.append(
+            f"### {run.label} (`{run.name}`: {train}; {cost}{own})\n\n"
+            + tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
+        )
+    return "\n\n".join(parts)
+
+
+def seed_sd(estimates: Sequence[Estimate]) -> float:
+    """The standard deviation over training seeds beyond each run's own sampling noise.
+
+    A run's number is its seed's true value plus sampling error of variance se²; so the
+    variance over runs estimates var(seed) + mean(se²), and var(seed) is what remains
+    (method of moments; 0 when the runs spread no more than their own errors explain).
+    """
+    values = np.array([e.value for e in estimates])
+    noise = float(np.mean([e.se**2 for e in estimates]))
+    return float(np.sqrt(max(0.0, float(np.var(values, ddof=1)) - noise)))
+
+
+def spread(curves: Curves, points: Mapping[str, Sequence[RunRecord | Point]]) -> str:
+    """Each group's runs (the same recipe, other seeds) at their last point: every run, then the
+    mean, the sample standard deviation over the group's runs and the part of it that sampling
+    noise does not explain (``seed_sd``)."""
+    pts = as_points(points)
+    groups: dict[str, list[tuple[CurveRun, dict[str, Estimate]]]] = {}
+    for run in curves.runs:
+        if run.group is not None and run.name in pts:
+            groups.setdefault(run.group, []).append((run, pts[run.name][-1].numbers))
+    lines = []
+    for group, members in groups.items():
+        keys = list(members[0][1])
+        for run, numbers in members:
+            lines.append([group, run.name, *(fmt(numbers[k]) for k in keys)])
+        if len(members) > 1:
+            summaries: tuple[tuple[str, Callable[[list[Estimate]], float]], ...] = (
+                ("mean", lambda e: float(np.mean([x.value for x in e]))),
+                ("sd over runs", lambda e: float(np.std([x.value for x in e], ddof=1))),
+                ("seed sd beyond sampling", seed_sd),
+            )
+            for name, fn in summaries:
+                cells = []
+                for k in keys:
+                    estimates = [n[k] for _, n in members if math.isfinite(n[k].value) and math.isfinite(n[k].se)]
+                    cells.append(f"{fn(estimates):.3g}" if len(estimates) == len(members) else "n/a")
+                lines.append([group, f"**{name}** ({len(members)} runs)", *cells])
+    if not lines:
+        return ""
+    headers = ["group", "run (last point)", *keys]
+    return "## Spread over training seeds\n\n" + tabulate(
+        lines, headers=headers, tablefmt="github", disable_numparse=True
+    )
+
+
+def draw(curves: Curves, points: Mapping[str, Sequence[RunRecord | Point]], path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    from calbench.leaderboard.plots import save
+
+    candidates = [
+        ("calibration_score", "calibration score (quick, 42 prompts)"),
+        ("arithmetic exact_flexible", "arithmetic exact_flexible"),
+        *((f"{label} score", f"calibration score: {label}") for label in SPLIT_LABELS.values()),
+    ]
+    pts = as_points(points)
+    present = {k for run in pts.values() for point in run for k in point.numbers}
+    metrics = [(k, label) for k, label in candidates if k in present]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(max(11, 3.6 * len(metrics)), 4), squeeze=False)
+    for ax, (key, label) in zip(axes[0], metrics, strict=True):
+        for run in curves.runs:
+            if run.name not in pts:
+                continue
+            xs, ys, es = [], [], []
+            for point in pts[run.name]:
+                value = point.numbers.get(key)
+                if value is not None and math.isfinite(value.value):
+                    xs.append(point.curve["examples"])
+                    ys.append(value.value)
+                    es.append(Z95 * value.se if math.isfinite(value.se) else 0.0)
+            ax.errorbar(xs, ys, yerr=es, marker="o", ms=3, capsize=2, label=run.label)
+        ax.set_xlabel("training examples seen")
+        ax.set_title(label, fontsize=10)
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle("Learning curves: 95% intervals", fontsize=10)
+    fig.tight_layout()
+    save(fig, path)
+    plt.close(fig)
+
+
+def ends(
+    curves: Curves,
+    points: Mapping[str, Sequence[RunRecord | Point]],
+    references: Sequence[RunRecord | Scored] = (),
+) -> str:
+    """The prompt-set protocol's comparison: each run at its last point, beside reference systems'
+    records (their sampling evaluations: the same numbers); "" for another protocol."""
+    evaluations = (*curves.protocol, *curves.final)
+    if not any(SPLIT_TASKS[s] in e.tasks for e in evaluations for s in ("train", "interp", "wide")):
+        return ""
+    keys = [f"{label} {what}" for label in SPLIT_LABELS.values() for what in ("score", "rho")]
+    lines = []
+    pts = as_points(points)
+    for run in curves.runs:
+        if run.name in pts:
+            last = pts[run.name][-1]
+            step = f"{last.curve['step']} ({last.curve['examples']:,} examples)"
+            lines.append([run.label, step, *(fmt(last.numbers.get(k, UNDEFINED)) for k in keys)])
+    for reference in scored(references):
+        cells = []
+        for split in SPLIT_LABELS:
+            for value in (reference.split_score(split), reference.split_following(split)):
+                cells.append(value if isinstance(value, str) else fmt(value))
+        lines.append([f"{reference.name} (reference)", "n/a", *cells])
+    headers = ["run", "last point", *keys]
+    return "## At the end of training, beside the references\n\n" + tabulate(
+        lines, headers=headers, tablefmt="github", disable_numparse=True
+    )
+
+
+def write(
+    curves: Curves, output: Path, draw_plot: bool = True, references: Sequence[RunRecord | Scored] = ()
+) -> list[Path]:
+    """The recipe's page and plot; a page holding the board markers keeps its hand-written text
+    around them (``render.board_page``). Each point is scored once, for the tables and the plot."""
+    points = as_points(load_points(curves))
+    if not points:
+        return []
+    page, plot = curves.page
+    which = _every_text(curves.score_every)
+
+    def described(evaluations: Sequence[Evaluation]) -> str:
+        return "; ".join(
+            f"{e.name}: {', '.join(e.tasks)}"
+            + (f" at {e.samples_per_prompt} samples per prompt" if e.samples_per_prompt else "")
+            for e in evaluations
+        )
+
+    protocol = described(curves.protocol)
+    if curves.final:
+        protocol += f"; a finished run's last point instead by {described(curves.final)}"
+    quick = any(QUICK in e.tasks for e in curves.protocol)
+    numbers = (
+        " The score, pit_w1, valid rate and KS@100 are the quick selection's"
+        " (42 prompts, `calbench.metrics.prompt_scores.sample_quality`; KS@100 needs 100 valid answers of a prompt,"
+        " so at 100 samples per prompt it fails any prompt with an invalid one)."
+        if quick
+        else " Each prompt set's calibration score and Spearman's rho of the laws' and the answers' medians"
+        " (`calbench.leaderboard.numbers.split_score`, `split_following`)."
+    )
+    text = (
+        f"# {curves.title}\n\n"
+        f"Rendered by `calbench leaderboard render` from the records in `{curves.declared.as_posix()}/`"
+        f" (`calbench leaderboard run {curves.path.as_posix()}`). {which}"
+        + (", and the base model at step 0," if curves.score_base else "")
+        + f" scored by one protocol: {protocol}.{numbers} Value ± 95% interval half-width."
+        + (
+            " The train loss is the one logged last at the point (the mean over the logging interval before it, 5 steps by default; the soft"
+            " loss is a KL to the trie targets, 0 at a perfect fit)."
+            if any(p.curve.get("train_loss") is not None for run in points.values() for p in run)
+            else ""
+        )
+        + f"\n\n![learning curves]({plot})\n\n"
+        + "\n\n".join(
+            part for part in (ends(curves, points, references), spread(curves, points), table(curves, points)) if part
+        )
+        + "\n"
+    )
+    existing = (output / page).read_text() if (output / page).is_file() else None
+    if existing is not None and BOARD_START in existing:
+        text = board_page(existing, text)
+    atomic_write(output / page, text)
+    written = [output / page]
+    if draw_plot:
+        draw(curves, points, output / plot)
+        written.append(output / plot)
+    return written

@@ -1,0 +1,226 @@
+"""Learning curves, run: each run of a curve recipe trained, then its checkpoints scored.
+
+``run_curves`` trains each run in ``<workdir>/<run>/train`` (``--keep-checkpoints 0``: every
+checkpoint kept; an interrupted run resumes), then scores the base model (step 0; not with
+``score_base: false``) and every checkpoint with the recipe's protocol (or, with ``score_every:
+N``, every N-th checkpoint and the last one): each point is a row of its own
+(``calbench.leaderboard.rows``, finished points skipped), stored in
+``<results>/curves/<run>/step-<N>.json`` with its step, examples seen, wall time and tokens
+(without per-item scores or per-family metrics: ``light``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from calbench.leaderboard import store
+from calbench.leaderboard.checks import RefusedRunError
+from calbench.leaderboard.curves import CurveRun, Curves
+from calbench.leaderboard.numbers import EXACT_TASKS, LIKELIHOOD_TASKS, SAMPLING_TASKS
+from calbench.leaderboard.recipe_fields import train_arguments
+from calbench.leaderboard.recipes import Recipe
+from calbench.leaderboard.record_types import RunRecord
+from calbench.leaderboard.rows import WORKDIR, run_calbench, run_row, say, training_failed
+from calbench.train_record import logged_loss
+
+
+def checkpoints(train_folder: Path) -> list[tuple[int, Path]]:
+    """A run folder's complete checkpoints (calbench marks them), by step."""
+    found = []
+    for p in Path(train_folder).glob("checkpoint-*"):
+        weights = ("adapter_model.safetensors", "model.safetensors")  # LoRA, or a full fine-tune
+        if (p / "calbench_checkpoint.json").is_file() and any((p / w).is_file() for w in weights):
+            found.append((int(p.name.removeprefix("checkpoint-")), p))
+    return sorted(found)
+
+
+def _trainer_log(checkpoint: Path | None) -> list[dict[str, Any]]:
+    """A checkpoint's training log (transformers' ``trainer_state.json``), or nothing."""
+    state = None if checkpoint is None else checkpoint / "trainer_state.json"
+    if state is None or not state.is_file():
+        return []
+    return list(json.loads(state.read_text()).get("log_history", []))
+
+
+def scored(found: Sequence[tuple[int, Path]], every: int, done: bool) -> list[tuple[int, Path]]:
+    """The checkpoints a curve scores: every ``every``-th (the 1st, 2nd, ... in step order
+    counted from 1), and the last one once the run is done."""
+    last = found[-1][0] if done and found else None
+    return [(step, p) for i, (step, p) in enumerate(found, 1) if i % every == 0 or step == last]
+
+
+def to_score(
+    found: Sequence[tuple[int, Path]], every: int, done: bool, base: bool = True
+) -> list[tuple[int, Path | None]]:
+    """A run's points: the base model (step 0, no adapter) unless ``base`` is false, then the
+    checkpoints ``scored`` picks."""
+    return [*([(0, None)] if base else []), *scored(found, every, done)]
+
+
+def point_row(curves: Curves, run: CurveRun, step: int, adapter: Path | None, last: bool = False) -> Recipe:
+    """A point as a row: the protocol's evaluations, or ``final``'s at a finished run's last step. A
+    full fine-tune's checkpoint is the point's model itself, a LoRA run's an adapter on the base."""
+    name = f"step-{step:04d}"
+    full = adapter is not None and run.train.get("finetune") == "full"
+    return Recipe(
+        curves.path,
+        name,
+        ("fine-tuned" if full else "fine-tuned adapter") if adapter else "base",
+        curves.backend,
+        adapter.as_posix() if full and adapter is not None else run.model,
+        curves.model_args,
+        curves.chat_template,
+        None if adapter is None or full else adapter.as_posix(),
+        None,
+        curves.final if last and curves.final else curves.protocol,
+        curves.folder(run.name),
+        command=f"calbench leaderboard run {curves.path.as_posix()}   # {run.name}, step {step}",
+    )
+
+
+def run_curves(
+    curves: Curves, workdir: Path = WORKDIR, only_runs: Sequence[str] | None = None, train: bool = True
+) -> list[Path]:
+    """Train each run to its end (resuming), then score every checkpoint not yet scored.
+
+    ``train=False`` trains nothing: it scores the complete checkpoints already in each run
+    folder (a run still training in another process, or one to be finished later); a point's
+    costs then come from its checkpoint, and the run's own averages replace them once it is done."""
+    written = []
+    for run in curves.runs:
+        if only_runs and run.name not in only_runs:
+            continue
+        train_folder = workdir / run.name / "train"
+        done = (train_folder / "adapter" / "calbench_train.json").is_file()
+        if not train and not done and not checkpoints(train_folder):
+            say(f"{run.name}: no complete checkpoint in {train_folder} yet: nothing scored")
+            continue
+        if train and not done:
+            args = [*train_arguments(run.model, run.train), "--output", str(train_folder), "--keep-checkpoints", "0"]
+            if (train_folder / "calbench_run.json").is_file():
+                args.append("--resume")
+            say(f"{run.name}: training: calbench train {' '.join(args)}")
+            if run_calbench(["train", *args]).returncode != 0:
+                raise RefusedRunError(training_failed(run.name, train_folder))
+        summary_file = train_folder / "adapter" / "calbench_train.json"
+        summary = json.loads(summary_file.read_text()) if summary_file.is_file() else None
+        if summary is not None:
+            check_trained_as(run, train_folder / "adapter")
+        every = run.score_every or curves.score_every
+        points = to_score(checkpoints(train_folder), every, summary is not None, curves.score_base)
+        if summary is not None:
+            drop_stale_points(curves, run, {step for step, _ in points})
+        for step, adapter in points:
+            recipe = point_row(curves, run, step, adapter, last=summary is not None and step == int(summary["steps"]))
+            if step == 0:
+                _share_base(curves, run)
+            path = run_row(recipe, workdir / run.name / "points")
+            record = portable(light(store.load_record(path)), workdir)
+            marker = json.loads((adapter / "calbench_checkpoint.json").read_text()) if adapter else {}
+            cost = summary or {"steps": step, **marker}  # the run's averages, or so far
+            examples = step * int(run.train["effective_batch"])
+            history = summary["loss_history"] if summary else _trainer_log(adapter)
+            record["curve"] = {
+                **({} if step == 0 else {"train_loss": logged_loss(history, step)}),
+                "run": run.name,
+                "label": run.label,
+                "step": step,
+                "examples": examples if summary is None else min(examples, int(summary["examples"])),
+                "train": dict(run.train),
+                "wall_seconds": marker.get("wall_seconds", 0.0),
+                "tokens_rank0": marker.get("tokens_seen_rank0", 0),
+                "seconds_per_step": round(cost.get("wall_seconds", 0.0) / max(cost["steps"], 1), 2),
+                "tokens_per_step": round(cost.get("tokens_seen_rank0", 0) / max(cost["steps"], 1), 1),
+            }
+            written.append(store.save_record(record, curves.folder(run.name)))
+    return written
+
+
+def check_trained_as(run: CurveRun, adapter: Path) -> None:
+    """A finished run was trained with the recipe's options (``calbench train --same-as``), or
+    ``RefusedRunError``: a recipe changed after its run finished is neither scored as if it had
+    been retrained nor retrained over the run folder (remove the folder to retrain)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "calbench", "train", *train_arguments(run.model, run.train), "--same-as", str(adapter)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        why = "; ".join(line.removeprefix("calbench train: ") for line in done.stderr.strip().splitlines())
+        raise RefusedRunError(
+            f"{run.name}: its finished run {adapter.parent} was trained with other options than the recipe's "
+            f"({why}): fix the recipe, or remove the run folder to train it again"
+        )
+
+
+def drop_stale_points(curves: Curves, run: CurveRun, steps: set[int]) -> None:
+    """Remove a finished run's stored points at steps it no longer scores (a run retrained shorter
+    left its old later points, and the page drew two trainings as one curve)."""
+    folder = curves.folder(run.name)
+    for path in sorted(folder.glob("step-*.json")) if folder.is_dir() else []:
+        step = int(path.stem.removeprefix("step-")) if path.stem.removeprefix("step-").isdigit() else None
+        if step is not None and step not in steps:
+            say(f"{run.name}: removing the point at step {step}: not a checkpoint this run scores")
+            store.remove_record(folder, path.stem)
+
+
+def light(record: RunRecord) -> RunRecord:
+    """A curve point as stored: its numbers and its numeric answers (all the curve page and the
+    tails page read), without per-item scores (for pairing rows: ``calbench retention-delta``)
+    or per-family metrics (the page recomputes them from the answers): a point weighs about
+    30 KB, not 90. The splits' numeric tasks keep theirs: a record of them states every family."""
+    keep = {*SAMPLING_TASKS.values(), *LIKELIHOOD_TASKS.values(), *EXACT_TASKS.values()}
+    for task, entry in record["tasks"].items():
+        entry.pop("items", None)
+        if task not in keep:
+            entry.pop("families", None)
+    return record
+
+
+def portable(record: RunRecord, workdir: Path) -> RunRecord:
+    """A point's checkpoint lies in the machine's ``workdir`` (``--workdir``, often outside the
+    tree): the record names it ``<workdir>/...``, in its adapter, its recipe and its commands."""
+
+    given = str(Path(workdir).expanduser())
+    # The folder's path where it stands as a path: at the start of a word (or after '='), followed
+    # by '/' or the word's end; "c" in "calbench" is not the work folder "c".
+    where = re.compile(r"(?:(?<=^)|(?<=[\s=,'\"]))" + re.escape(given) + r"(?=/|$|[\s,'\"])")
+
+    def short(text: str) -> str:
+        return where.sub("<workdir>", text)
+
+    adapter = record["model"].get("adapter")
+    if adapter:
+        record["model"]["adapter"] = short(adapter)
+    if isinstance((record.get("recipe") or {}).get("model"), str):  # a full fine-tune's checkpoint is the model
+        record["recipe"]["model"] = short(record["recipe"]["model"])
+        record["recipe_sha256"] = store.recipe_hash(record["recipe"])
+    if (record.get("recipe") or {}).get("adapter"):
+        record["recipe"]["adapter"]["path"] = short(record["recipe"]["adapter"]["path"])
+        record["recipe_sha256"] = store.recipe_hash(record["recipe"])
+    for evaluation in record["evaluations"].values():
+        if isinstance(evaluation.get("command"), str):
+            evaluation["command"] = short(evaluation["command"])
+    return record
+
+
+def _share_base(curves: Curves, run: CurveRun) -> None:
+    """Step 0 is the base model under the protocol: scored once, its record copied to the other
+    runs of the same model in the store, any recipe's (``run_row`` then finds it finished, or
+    reruns the evaluations whose settings differ)."""
+    mine = curves.folder(run.name) / "step-0000.json"
+    if mine.is_file():
+        return
+    for theirs in sorted(curves.results_dir.glob("*/step-0000.json")):
+        record = store.load_record(theirs)
+        if record["model"].get("pretrained") == run.model:
+            record.pop("curve", None)
+            store.save_record(record, curves.folder(run.name))
+            return
