@@ -26,6 +26,7 @@ from typing import Any
 from calbench import __version__, policy, tasks_path
 
 COMMANDS_GROUP = "calbench.commands"  # entry points of add-ons: `calbench train` is the training add-on's
+STORE = Path("leaderboards") / "results"  # the leaderboard's results store
 
 
 def _fail(command: str, err: BaseException | str) -> int:
@@ -267,7 +268,7 @@ def cmd_leaderboard_run(args: argparse.Namespace) -> int:
     if args.results_dir is not None:
         print("not rendered: --results-dir is not the leaderboard's store", file=sys.stderr)
     elif not args.no_render:
-        _render(argparse.Namespace(**{**vars(args), "results_dir": Path("leaderboards") / "results"}))
+        _render(argparse.Namespace(**{**vars(args), "results_dir": STORE}))
     return 0
 
 
@@ -296,165 +297,214 @@ def cmd_addon(command: str, argv: Sequence[str]) -> int:
     return int(found[0].load()(list(argv)))
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="calbench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--version", action="version", version=f"calbench {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+Subparsers = argparse._SubParsersAction  # what add_subparsers returns
 
-    sub.add_parser("tasks-path", help="print the task folder for lm_eval --include_path").set_defaults(
-        func=cmd_tasks_path
-    )
 
-    p_eval = sub.add_parser(
+def _eval_parser(sub: Subparsers) -> None:
+    p = sub.add_parser(
         "eval",
         help="run lm_eval with calbench's tasks and models (all lm_eval arguments pass through)",
         description="Every argument not listed here goes to lm_eval unchanged, e.g. "
         "calbench eval --model hf --model_args pretrained=DIR --tasks calbench_numeric_unseen --apply_chat_template",
     )
-    p_eval.add_argument(
-        "--num-samples", type=int, help="samples per prompt for the sampling tasks (default: the task's)"
-    )
-    p_eval.set_defaults(func=cmd_eval)
+    p.add_argument("--num-samples", type=int, help="samples per prompt for the sampling tasks (default: the task's)")
+    p.set_defaults(func=cmd_eval)
 
-    p_train = sub.add_parser(
+
+def _train_parser(sub: Subparsers) -> None:
+    p = sub.add_parser(
         "train", help="fine-tune a LoRA adapter with soft or hard targets (calbench train --help)", add_help=False
     )
-    p_train.set_defaults(func=None)
+    p.set_defaults(func=None)  # the training add-on parses its own options (cmd_addon)
 
-    p_models = sub.add_parser("models", help="the offline model catalogue (install and convert once)")
-    p_models.add_argument("action", nargs="?", choices=["list", "path", "install"], default="list")
-    p_models.add_argument("names", nargs="*", help="catalogue names, e.g. smollm2-135m-instruct")
-    p_models.set_defaults(func=cmd_models)
 
-    p_demo = sub.add_parser(
+def _models_parser(sub: Subparsers) -> None:
+    p = sub.add_parser("models", help="the offline model catalogue (install and convert once)")
+    p.add_argument("action", nargs="?", choices=["list", "path", "install"], default="list")
+    p.add_argument("names", nargs="*", help="catalogue names, e.g. smollm2-135m-instruct")
+    p.set_defaults(func=cmd_models)
+
+
+def _demo_parser(sub: Subparsers) -> None:
+    p = sub.add_parser(
         "demo",
         help="calbench_numeric_quick on SmolLM2-135M-Instruct, its soft and hard adapters, the oracle and a "
         "collapsed sampler",
     )
-    p_demo.add_argument(
+    p.add_argument(
         "--num-samples", type=int, default=50, help="samples per prompt (default 50: the calibration score's reference)"
     )
-    p_demo.add_argument("--families", action="store_true", help="also print the per-family table")
-    p_demo.add_argument("--batch-size", type=int, default=64)
-    p_demo.add_argument("--output", type=Path, default=Path("calbench_results") / "demo")
-    p_demo.set_defaults(func=cmd_demo)
+    p.add_argument("--families", action="store_true", help="also print the per-family table")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--output", type=Path, default=Path("calbench_results") / "demo")
+    p.set_defaults(func=cmd_demo)
 
-    p_nb = sub.add_parser("noveltybench", help="score NoveltyBench samples logs (lite or full)")
-    nb_sub = p_nb.add_subparsers(dest="action", required=True)
-    p_score = nb_sub.add_parser("score", help="partition and score lm-eval samples logs, per split")
-    p_score.add_argument("samples", nargs="+", type=Path, help="samples_calbench_noveltybench_<split>_*.jsonl")
-    p_score.add_argument(
+
+def _noveltybench_parser(sub: Subparsers) -> None:
+    p = sub.add_parser("noveltybench", help="score NoveltyBench samples logs (lite or full)")
+    nb_sub = p.add_subparsers(dest="action", required=True)
+    score = nb_sub.add_parser("score", help="partition and score lm-eval samples logs, per split")
+    score.add_argument("samples", nargs="+", type=Path, help="samples_calbench_noveltybench_<split>_*.jsonl")
+    score.add_argument(
         "--full", action="store_true", help="NoveltyBench's hub models (DeBERTa classifier, Skywork reward; GPU)"
     )
-    p_score.add_argument("--device", default="cpu")
-    p_score.add_argument("--output", type=Path, help="write partitions and scores as JSON")
-    p_score.set_defaults(func=cmd_noveltybench)
+    score.add_argument("--device", default="cpu")
+    score.add_argument("--output", type=Path, help="write partitions and scores as JSON")
+    score.set_defaults(func=cmd_noveltybench)
 
-    p_drift = sub.add_parser("drift", help="KL(base || tuned) of next-token distributions on neutral text")
-    p_drift.add_argument("--model", required=True, help="base model folder or catalogue name")
-    p_drift.add_argument("--adapter", required=True, action="append", help="PEFT adapter folder (repeatable)")
-    p_drift.add_argument("--device", default="cpu")
-    p_drift.add_argument("--output", type=Path, help="write the results as JSON")
-    p_drift.set_defaults(func=cmd_drift)
 
-    store = Path("leaderboards") / "results"
-    p_ret = sub.add_parser(
+def _drift_parser(sub: Subparsers) -> None:
+    p = sub.add_parser("drift", help="KL(base || tuned) of next-token distributions on neutral text")
+    p.add_argument("--model", required=True, help="base model folder or catalogue name")
+    p.add_argument("--adapter", required=True, action="append", help="PEFT adapter folder (repeatable)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--output", type=Path, help="write the results as JSON")
+    p.set_defaults(func=cmd_drift)
+
+
+def _retention_delta_parser(sub: Subparsers) -> None:
+    p = sub.add_parser(
         "retention-delta",
         help="tuned - base on the same items (run records or lm-eval results files), paired bootstrap interval",
     )
-    p_ret.add_argument("base", help="the base model's run record (its name, or its file), or its results_*.json")
-    p_ret.add_argument("tuned", help="the tuned model's run record (its name, or its file), or its results_*.json")
-    p_ret.add_argument("--results-dir", type=Path, default=store, help="the store that record names refer to")
-    p_ret.set_defaults(func=cmd_retention_delta)
+    p.add_argument("base", help="the base model's run record (its name, or its file), or its results_*.json")
+    p.add_argument("tuned", help="the tuned model's run record (its name, or its file), or its results_*.json")
+    p.add_argument("--results-dir", type=Path, default=STORE, help="the store that record names refer to")
+    p.set_defaults(func=cmd_retention_delta)
 
-    p_lb = sub.add_parser(
+
+def _render_options(p: argparse.ArgumentParser, results_dir: Path | None = STORE, why: str = "") -> None:
+    p.add_argument("--results-dir", type=Path, default=results_dir, help=why or "the results store (%(default)s)")
+    p.add_argument("--output", type=Path, default=Path("leaderboards"), help="where the rendered files go")
+    p.add_argument("--rows", type=Path, default=Path("leaderboards") / "rows", help="recipes (trade-offs)")
+    p.add_argument("--readme", type=Path, default=Path("README.md"), help="README with the headline block")
+    p.add_argument("--no-readme", action="store_true", help="leave the top-level README alone")
+    p.add_argument("--no-plots", action="store_true")
+
+
+def _leaderboard_run_parser(lb_sub: Subparsers) -> None:
+    p = lb_sub.add_parser(
+        "run",
+        help="a row from its recipe: train a missing adapter, run unfinished evaluations, store, render",
+        description="Run from the repository root. Finished evaluations (in the record, or in the work folder) "
+        "are skipped; an interrupted one starts again with the same seeds.",
+    )
+    p.add_argument("recipes", nargs="+", type=Path, help="leaderboards/rows/<row>.yaml (or protocols.yaml)")
+    p.add_argument("--only", help="run only these evaluations (comma-separated names)")
+    p.add_argument("--rerun", action="store_true", help="run the chosen evaluations even if finished")
+    p.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace a stored record of the same name that another recipe made, or that has evaluations this "
+        "recipe no longer has",
+    )
+    p.add_argument("--workdir", type=Path, default=Path("calbench_results") / "rows", help="lm-eval's raw output")
+    p.add_argument("--no-render", action="store_true", help="store the record, render nothing")
+    p.add_argument(
+        "--no-train",
+        action="store_true",
+        help="curves: train nothing, score the checkpoints already there (a run still training elsewhere)",
+    )
+    _render_options(p, None, "store the records here instead of the recipe's own store (then nothing is rendered)")
+    p.set_defaults(func=cmd_leaderboard)
+
+
+def _leaderboard_add_parser(lb_sub: Subparsers) -> None:
+    p = lb_sub.add_parser("add", help="store one system's lm-eval results as a run record")
+    p.add_argument("name", help="the system's row name, e.g. smollm2-135m-instruct-soft")
+    p.add_argument(
+        "--type",
+        required=True,
+        help="reference, base, instruct, fine-tuned adapter, fine-tuned (every weight), prompting method",
+    )
+    p.add_argument("--command", required=True, help="the exact command that reproduces the run")
+    p.add_argument("results", nargs="+", type=Path, help="results_*.json files of this system")
+    p.add_argument("--drift", type=Path, help="calbench drift --output JSON holding this adapter's drift")
+    p.add_argument("--adapter", help="the adapter folder to look up in --drift")
+    p.add_argument("--replace", action="store_true", help="replace an existing record of the same name")
+    p.add_argument("--results-dir", type=Path, default=STORE)
+    p.set_defaults(func=cmd_leaderboard)
+
+
+def _leaderboard_render_parser(lb_sub: Subparsers) -> None:
+    p = lb_sub.add_parser(
+        "render",
+        help="leaderboards/README.md, CSV tables, plots, the protocol table, trade-offs, README tables",
+    )
+    _render_options(p)
+    p.set_defaults(func=cmd_leaderboard)
+
+
+def _leaderboard_card_parser(lb_sub: Subparsers) -> None:
+    p = lb_sub.add_parser("card", help="write run records into an adapter's model card (Evaluation)")
+    p.add_argument("adapter", type=Path, help="the adapter folder (with calbench_train.json)")
+    p.add_argument("records", nargs="+", help="run record names: the adapter's, then e.g. its base model's")
+    p.add_argument("--results-dir", type=Path, default=STORE)
+    p.set_defaults(func=cmd_leaderboard)
+
+
+def _leaderboard_tradeoff_parser(lb_sub: Subparsers) -> None:
+    p = lb_sub.add_parser(
+        "tradeoff", help="calibration gained against retention lost: a table and a plot, one point per adapter"
+    )
+    p.add_argument("base", help="the base model's run record name")
+    p.add_argument("adapters", nargs="+", help="the adapters' run record names")
+    p.add_argument("--output", type=Path, required=True, help="folder for tradeoff.md and plots/tradeoff.png")
+    p.add_argument("--results-dir", type=Path, default=STORE)
+    p.add_argument("--no-plots", action="store_true")
+    p.set_defaults(func=cmd_leaderboard)
+
+
+def _leaderboard_compare_parser(lb_sub: Subparsers) -> None:
+    p = lb_sub.add_parser(
+        "compare", help="whether two run records hold the same numbers (a row reproduced from its recipe)"
+    )
+    p.add_argument("first", type=Path, help="a run record file, e.g. leaderboards/results/oracle.json")
+    p.add_argument("second", type=Path, help="another, e.g. the same row run with --results-dir elsewhere")
+    p.set_defaults(func=cmd_leaderboard)
+
+
+def _leaderboard_parser(sub: Subparsers) -> None:
+    p = sub.add_parser(
         "leaderboard",
         help="the results store: run a row's recipe, add a run record, render, adapter cards, trade-off",
         description="run: a row from its recipe (leaderboards/rows/*.yaml); add: a run record from lm-eval "
         "results files; render: every table and plot from the records; card: records into an adapter's card; "
         "tradeoff: calibration gained against retention lost; compare: whether two records' numbers agree.",
     )
-    lb_sub = p_lb.add_subparsers(dest="action", required=True, metavar="{run,add,render,card,tradeoff,compare}")
+    lb_sub = p.add_subparsers(dest="action", required=True, metavar="{run,add,render,card,tradeoff,compare}")
+    for action in (
+        _leaderboard_run_parser,
+        _leaderboard_add_parser,
+        _leaderboard_render_parser,
+        _leaderboard_card_parser,
+        _leaderboard_tradeoff_parser,
+        _leaderboard_compare_parser,
+    ):
+        action(lb_sub)
 
-    def render_options(p: argparse.ArgumentParser, results_dir: Path | None = store, why: str = "") -> None:
-        p.add_argument("--results-dir", type=Path, default=results_dir, help=why or "the results store (%(default)s)")
-        p.add_argument("--output", type=Path, default=Path("leaderboards"), help="where the rendered files go")
-        p.add_argument("--rows", type=Path, default=Path("leaderboards") / "rows", help="recipes (trade-offs)")
-        p.add_argument("--readme", type=Path, default=Path("README.md"), help="README with the headline block")
-        p.add_argument("--no-readme", action="store_true", help="leave the top-level README alone")
-        p.add_argument("--no-plots", action="store_true")
 
-    p_run = lb_sub.add_parser(
-        "run",
-        help="a row from its recipe: train a missing adapter, run unfinished evaluations, store, render",
-        description="Run from the repository root. Finished evaluations (in the record, or in the work folder) "
-        "are skipped; an interrupted one starts again with the same seeds.",
+def build_parser() -> argparse.ArgumentParser:
+    """``calbench``'s parser: one small function builds each subcommand's."""
+    parser = argparse.ArgumentParser(
+        prog="calbench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p_run.add_argument("recipes", nargs="+", type=Path, help="leaderboards/rows/<row>.yaml (or protocols.yaml)")
-    p_run.add_argument("--only", help="run only these evaluations (comma-separated names)")
-    p_run.add_argument("--rerun", action="store_true", help="run the chosen evaluations even if finished")
-    p_run.add_argument(
-        "--replace",
-        action="store_true",
-        help="replace a stored record of the same name that another recipe made, or that has evaluations this "
-        "recipe no longer has",
+    parser.add_argument("--version", action="version", version=f"calbench {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("tasks-path", help="print the task folder for lm_eval --include_path").set_defaults(
+        func=cmd_tasks_path
     )
-    p_run.add_argument("--workdir", type=Path, default=Path("calbench_results") / "rows", help="lm-eval's raw output")
-    p_run.add_argument("--no-render", action="store_true", help="store the record, render nothing")
-    p_run.add_argument(
-        "--no-train",
-        action="store_true",
-        help="curves: train nothing, score the checkpoints already there (a run still training elsewhere)",
-    )
-    render_options(p_run, None, "store the records here instead of the recipe's own store (then nothing is rendered)")
-    p_run.set_defaults(func=cmd_leaderboard)
-
-    p_add = lb_sub.add_parser("add", help="store one system's lm-eval results as a run record")
-    p_add.add_argument("name", help="the system's row name, e.g. smollm2-135m-instruct-soft")
-    p_add.add_argument(
-        "--type",
-        required=True,
-        help="reference, base, instruct, fine-tuned adapter, fine-tuned (every weight), prompting method",
-    )
-    p_add.add_argument("--command", required=True, help="the exact command that reproduces the run")
-    p_add.add_argument("results", nargs="+", type=Path, help="results_*.json files of this system")
-    p_add.add_argument("--drift", type=Path, help="calbench drift --output JSON holding this adapter's drift")
-    p_add.add_argument("--adapter", help="the adapter folder to look up in --drift")
-    p_add.add_argument("--replace", action="store_true", help="replace an existing record of the same name")
-    p_add.add_argument("--results-dir", type=Path, default=store)
-    p_add.set_defaults(func=cmd_leaderboard)
-
-    p_render = lb_sub.add_parser(
-        "render",
-        help="leaderboards/README.md, CSV tables, plots, the protocol table, trade-offs, README tables",
-    )
-    render_options(p_render)
-    p_render.set_defaults(func=cmd_leaderboard)
-
-    p_card = lb_sub.add_parser("card", help="write run records into an adapter's model card (Evaluation)")
-    p_card.add_argument("adapter", type=Path, help="the adapter folder (with calbench_train.json)")
-    p_card.add_argument("records", nargs="+", help="run record names: the adapter's, then e.g. its base model's")
-    p_card.add_argument("--results-dir", type=Path, default=store)
-    p_card.set_defaults(func=cmd_leaderboard)
-
-    p_trade = lb_sub.add_parser(
-        "tradeoff", help="calibration gained against retention lost: a table and a plot, one point per adapter"
-    )
-    p_trade.add_argument("base", help="the base model's run record name")
-    p_trade.add_argument("adapters", nargs="+", help="the adapters' run record names")
-    p_trade.add_argument("--output", type=Path, required=True, help="folder for tradeoff.md and plots/tradeoff.png")
-    p_trade.add_argument("--results-dir", type=Path, default=store)
-    p_trade.add_argument("--no-plots", action="store_true")
-    p_trade.set_defaults(func=cmd_leaderboard)
-
-    p_cmp = lb_sub.add_parser(
-        "compare", help="whether two run records hold the same numbers (a row reproduced from its recipe)"
-    )
-    p_cmp.add_argument("first", type=Path, help="a run record file, e.g. leaderboards/results/oracle.json")
-    p_cmp.add_argument("second", type=Path, help="another, e.g. the same row run with --results-dir elsewhere")
-    p_cmp.set_defaults(func=cmd_leaderboard)
+    for command in (
+        _eval_parser,
+        _train_parser,
+        _models_parser,
+        _demo_parser,
+        _noveltybench_parser,
+        _drift_parser,
+        _retention_delta_parser,
+        _leaderboard_parser,
+    ):
+        command(sub)
     return parser
 
 
