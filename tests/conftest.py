@@ -15,6 +15,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+if os.environ.get("PYTEST_XDIST_WORKER"):  # `pytest -n 2`: one thread per worker (torch, BLAS, subprocesses)
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
 
 
 @pytest.fixture(scope="session")
@@ -47,3 +50,11 @@ def calbench_tasks():
         "calbench_numeric_heldout_exact",
     ]  # the exact ones are untagged
     return evaluation.task_manager(metadata, include_defaults=False).load(names)["tasks"]
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    """SmolLM2-135M-Instruct's converted folder (installed and converted on first use; the slow tests)."""
+    from calbench import model_catalogue
+
+    return model_catalogue.model_path("smollm2-135m-instruct")

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from calbench import lm_eval_io, model_catalogue, tasks_path
+from calbench import lm_eval_io, tasks_path
 from tests.helpers import pooled_chisquare, read_samples_log, valid_rates
 
 pytestmark = pytest.mark.vllm
@@ -36,11 +36,6 @@ ENGINE_ARGS = {"dtype": "float32", "enforce_eager": True, "max_model_len": 2048}
 ENGINE = ",".join(f"{k}={v}" for k, v in ENGINE_ARGS.items())
 TASKS = ["calbench_numeric_quick", "calbench_numeric_quick_batch", "calbench_retention_offline", "calbench_open_ended"]
 P_MIN = 1e-4  # tests of a correct sampler fail at this rate, each
-
-
-@pytest.fixture(scope="module")
-def smollm2():
-    return model_catalogue.model_path("smollm2-135m-instruct")
 
 
 TEARDOWN_ABORT = "terminate called without an active exception"
