@@ -94,6 +94,14 @@ def test_a_row_without_an_adapter_runs_no_drift(tmp_path):
         ("type: base\nmodel: m\nmodel_args: {trust_remote_code: true}\n", "runs no model's own code"),
         ("type: base\nmodel: m\nevaluations: {quick: {samples_per_prompt: 1000000000}}\n", "from 1 to 100000"),
         ("type: base\nmodel: m\nevaluations: {quick: {samples_per_prompt: true}}\n", "from 1 to 100000"),
+        # the hand re-run of issue 36: a comma in the model's or the adapter's path, options spliced in train:
+        ("type: base\nmodel: 'm,peft=/x'\n", "model: 'm,peft=/x': a model or adapter path has no"),
+        ("type: fine-tuned adapter\nmodel: m\nadapter: {path: 'a,dtype=float16'}\n", "adapter.path: 'a,dtype"),
+        (
+            "type: base\nmodel: m\nadapter: {path: a, train: {max_steps: [1, --overwrite]}}\n",
+            "train.max_steps: must be",
+        ),
+        ("type: base\nmodel: m\nadapter: {path: a, train: {method: --overwrite}}\n", "train.method: must be a plain"),
     ],
 )
 def test_bad_recipes_are_refused_naming_the_file_and_field(tmp_path, text, message):

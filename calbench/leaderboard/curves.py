@@ -19,6 +19,7 @@ from calbench.leaderboard.recipe_fields import (
     RESULTS,
     Evaluation,
     check_model_args,
+    check_model_path,
     check_train_options,
     defaults_of,
     evaluations_of,
@@ -86,6 +87,7 @@ def load(path: Path) -> Curves:
         need(isinstance(spec, Mapping) and isinstance(spec.get("train"), Mapping), path, f"runs.{name}", "needs train:")
         model = spec.get("model", data.get("model"))
         need(isinstance(model, str), path, f"runs.{name}.model", "name the base model (here or at the top)")
+        check_model_path(path, f"runs.{name}.model", model)
         train = merge(train_defaults, spec["train"])
         check_train_options(path, f"runs.{name}.train", train, allowed=("save_steps", "logging_steps"))
         need("effective_batch" in train, path, f"runs.{name}.train", "state effective_batch (examples per step)")

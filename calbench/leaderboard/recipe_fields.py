@@ -164,6 +164,23 @@ def check_train_options(path: Path, where: str, train: Mapping[str, Any], allowe
     need(not unknown, path, where, f"unknown calbench train option(s) {unknown} (see calbench train --help)")
     bad = sorted(set(train) & set(NOT_IDENTITY) - set(allowed))
     need(not bad, path, where, f"{bad} are the run's, not the recipe's")
+    for key, value in train.items():
+        # each becomes command-line words: a list's items or a value that reads as an option
+        # ({max_steps: [1, --overwrite]}) would add options the recipe does not name
+        items = value if isinstance(value, list | tuple) else [value]
+        for item in items:
+            need(
+                item is None or (isinstance(item, str | int | float | bool) and not str(item).startswith("-")),
+                path,
+                f"{where}.{key}",
+                f"must be a plain value (a list of them where the option takes several), got {value!r}",
+            )
+
+
+def check_model_path(path: Path, where: str, value: str) -> None:
+    """A model or adapter folder becomes ``pretrained=`` / ``peft=`` in lm-eval's comma-joined
+    ``--model_args``: a ',' or '=' in it would add arguments the recipe does not declare."""
+    need("," not in value and "=" not in value, path, where, f"{value!r}: a model or adapter path has no ',' or '='")
 
 
 def need(ok: bool, path: Path, field_name: str, why: str) -> None:

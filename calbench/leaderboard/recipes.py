@@ -46,6 +46,7 @@ from calbench.leaderboard.recipe_fields import (
     Evaluation,
     RecipeError,
     check_model_args,
+    check_model_path,
     check_train_options,
     defaults_of,
     evaluations_of,
@@ -136,6 +137,8 @@ def load_row(path: Path, defaults: Mapping[str, Any] | None = None) -> Recipe:
         raw_model is None or isinstance(raw_model, str), path, "model", "must be a catalogue name, a hub id or a folder"
     )
     model = str(raw_model) if raw_model is not None else None
+    if model is not None:
+        check_model_path(path, "model", model)
     model_args = data.get("model_args") or {}
     need(isinstance(model_args, Mapping), path, "model_args", "must be a mapping")
     need(
@@ -153,6 +156,7 @@ def load_row(path: Path, defaults: Mapping[str, Any] | None = None) -> Recipe:
         need(isinstance(spec, Mapping) and isinstance(spec.get("path"), str), path, "adapter", "needs a path")
         need(model is not None, path, "adapter", "an adapter needs its base model: set model:")
         adapter = str(spec["path"])
+        check_model_path(path, "adapter.path", adapter)
         if spec.get("train") is not None:
             need(
                 isinstance(spec["train"], Mapping), path, "adapter.train", "must be a mapping of calbench train options"
