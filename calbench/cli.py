@@ -229,10 +229,14 @@ def _repository_root(paths: Sequence[Path]) -> Path | None:
     return roots.pop() if len(roots) == 1 else None
 
 
+ROOT_PATHS = ("workdir", "results_dir", "output", "readme", "rows")  # relative defaults: from the repository root
+
+
 def _from_the_root(args: argparse.Namespace) -> None:
     """Recipes name adapters and stores relative to the repository root: a run goes there (the
     paths given on the command line kept as they were meant). A recipe outside a repository's
-    ``leaderboards/rows`` needs a store to write to: the current folder's or ``--results-dir``."""
+    ``leaderboards/rows`` needs a store to write to: the current folder's or ``--results-dir``. The
+    options left at their defaults (the work folder, the rendered pages) are the root's."""
     from calbench.leaderboard.checks import RefusedRunError
 
     root = _repository_root(args.recipes)
@@ -243,9 +247,10 @@ def _from_the_root(args: argparse.Namespace) -> None:
                 "run from the repository root, or give --results-dir"
             )
         return
-    for name in ("workdir", "results_dir", "output", "readme", "rows"):
+    defaults = getattr(args, "path_defaults", {})
+    for name in ROOT_PATHS:
         value = getattr(args, name, None)
-        if isinstance(value, Path):
+        if isinstance(value, Path) and value != defaults.get(name):  # given here: meant from here
             setattr(args, name, Path(os.path.abspath(value.expanduser())))
     args.recipes = [Path(p).resolve().relative_to(root) for p in args.recipes]
     if Path.cwd().resolve() != root:
@@ -406,7 +411,7 @@ def _leaderboard_run_parser(lb_sub: Subparsers) -> None:
         help="curves: train nothing, score the checkpoints already there (a run still training elsewhere)",
     )
     _render_options(p, None, "store the records here instead of the recipe's own store (then nothing is rendered)")
-    p.set_defaults(func=cmd_leaderboard)
+    p.set_defaults(func=cmd_leaderboard, path_defaults={name: p.get_default(name) for name in ROOT_PATHS})
 
 
 def _leaderboard_add_parser(lb_sub: Subparsers) -> None:

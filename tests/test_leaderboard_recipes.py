@@ -507,6 +507,17 @@ def test_a_run_goes_to_the_repository_root_of_its_recipe(monkeypatch, tmp_path):
     cli._from_the_root(args)
     assert Path.cwd() == ROOT and args.recipes == [Path("leaderboards/rows/oracle.yaml")]
     assert args.workdir == ROWS / "w"  # a path given on the command line is kept as meant
+    # the options left at their defaults are the root's: the work folder and the rendered pages
+    # went to leaderboards/rows/calbench_results and leaderboards/rows/leaderboards/ (hand re-run)
+    monkeypatch.chdir(ROWS)
+    args = cli.build_parser().parse_args(["leaderboard", "run", "oracle.yaml", "--readme", "mine.md"])
+    cli._from_the_root(args)
+    assert (args.workdir, args.output, args.rows) == (
+        Path("calbench_results/rows"),
+        Path("leaderboards"),
+        ROWS.relative_to(ROOT),
+    )
+    assert args.readme == ROWS / "mine.md"
     monkeypatch.chdir(tmp_path)
     _write(tmp_path / "mine", "row.yaml", "type: reference\n")
     args = argparse.Namespace(recipes=[tmp_path / "mine" / "row.yaml"], workdir=Path("w"), results_dir=None)
