@@ -385,6 +385,25 @@ def test_a_page_with_a_mistyped_board_marker_is_refused_not_cut(records, tmp_pat
     with pytest.raises(RefusedRunError, match="markers"):
         render.write_all(records, out, None, draw=False)
     assert (out / "README.md").read_text() == page
+    assert sorted(p.name for p in out.rglob("*")) == ["README.md"]  # nothing else written either (tables were)
+
+
+@pytest.mark.parametrize(
+    "readme",
+    [
+        "# R\n<!-- leaderboard:end -->\nold\n<!-- leaderboard:start -->\n",
+        "# R\n<!-- leaderboard:start -->\na\n<!-- leaderboard:end -->\n<!-- leaderboard:start -->\nb\n<!-- leaderboard:end -->\n",
+        "# R\nno block\n",
+    ],
+)
+def test_a_readme_with_misplaced_headline_markers_is_refused_in_one_line(records, tmp_path, readme):
+    """An end marker before the start one gave 'not enough values to unpack'; two blocks replaced
+    the first only. Refused, naming the markers, with nothing written."""
+    path = tmp_path / "README.md"
+    path.write_text(readme)
+    with pytest.raises(RefusedRunError, match="markers"):
+        render.write_all(records, tmp_path / "board", path, draw=False)
+    assert path.read_text() == readme and not (tmp_path / "board").exists()
 
 
 def test_a_new_board_page_is_the_board_under_a_title():

@@ -281,8 +281,12 @@ README_START, README_END = "<!-- leaderboard:start -->", "<!-- leaderboard:end -
 def splice_readme(readme: str, block: str, start: str = README_START, end: str = README_END) -> str:
     """The top-level README with ``block`` between its ``start`` and ``end`` markers (by default
     the leaderboard's headline block)."""
-    if start not in readme or end not in readme:
-        raise RefusedRunError(f"the README has no {start} ... {end} block")
+    starts, ends = readme.count(start), readme.count(end)
+    if starts != 1 or ends != 1 or readme.index(start) > readme.index(end):
+        raise RefusedRunError(
+            f"the README has {starts} {start} and {ends} {end} markers (one of each, in that order, around "
+            "the block): fix them; nothing was written"
+        )
     head, rest = readme.split(start, 1)
     _, tail = rest.split(end, 1)
     return f"{head}{start}\n{block}\n{end}{tail}"
@@ -291,16 +295,19 @@ def splice_readme(readme: str, block: str, start: str = README_START, end: str =
 def write_all(records: Sequence[RunRecord | Scored], out: Path, readme: Path | None, draw: bool = True) -> list[Path]:
     """Render tables (and plots, if asked) under ``out``; splice the headline into ``readme``."""
     records = scored(records)  # once, for the tables, the plots and the headline
+    pages = render(records, plots.plot_paths(records))
+    board = out / "README.md"
+    if "README.md" in pages:
+        pages["README.md"] = board_page(board.read_text() if board.is_file() else None, pages["README.md"])
+    headline = splice_readme(readme.read_text(), headline_markdown(records)) if readme is not None else None
+    # every page is made before any is written: a page refused for its markers leaves all as they were
     if draw:
         plots.draw_all(records, out)  # matplotlib: the plots extra
     written = []
-    for name, content in render(records, plots.plot_paths(records)).items():
-        path = out / name
-        if name == "README.md":
-            content = board_page(path.read_text() if path.is_file() else None, content)
-        atomic_write(path, content)
-        written.append(path)
-    if readme is not None:
-        readme.write_text(splice_readme(readme.read_text(), headline_markdown(records)))
+    for name, content in pages.items():
+        atomic_write(out / name, content)
+        written.append(out / name)
+    if readme is not None and headline is not None:
+        readme.write_text(headline)
         written.append(readme)
     return written
