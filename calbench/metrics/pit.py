@@ -225,9 +225,9 @@ def q95_reps(per_rep: np.ndarray) -> tuple[float, float]:
 @lru_cache(maxsize=4096)
 def exact_q95(target: Target, n: int) -> float:
     """The 95th percentile of the ``pit_w1`` of n exact draws: the calibration score's full-credit
-    threshold. Read from the committed table (``calbench.metrics.q95_table``, to ``Q95_PRECISION``,
-    0.1% relative at 95%: any continuous law at n = 1..50, the evaluated prompt sets' integer laws at
-    the score's 50); an integer law the table lacks is simulated in batches of ``Q95_BATCH`` seeded
+    threshold. Read from the committed table (``calbench.metrics.q95_table``: any continuous law at
+    n = 1..50, the evaluated prompt sets' integer laws at the score's 50, each to the error it states
+    in ``ERRORS``, 0.10-0.28% relative at 95%); an integer law the table lacks is simulated in batches of ``Q95_BATCH`` seeded
     replicates until its error is below ``Q95_PRECISION_ELSE`` (0.5%). (4,000 replicates, the PIT
     floor's, left 0.6% of error: a threshold, and every adapter's score, moved by 0.1-0.15 points.)"""
     from calbench.metrics.q95_table import CONTINUOUS, INTEGER
