@@ -37,6 +37,23 @@ def test_lm_eval_args_adds_calbench_defaults():
     assert ns.log_samples is True and ns.output_path == str(evaluation.DEFAULT_OUTPUT)
 
 
+@pytest.mark.parametrize(
+    ("tasks", "own_only"),
+    [("calbench_numeric_quick", True), ("calbench_numeric_quick,calbench_diagnostics", True),
+     ("calbench_numeric_quick,arithmetic", False), ("tasks/calbench_numeric_quick.yaml", False)],
+)  # fmt: skip
+def test_lm_evals_own_task_index_is_skipped_only_when_every_task_is_calbenchs(tasks, own_only):
+    import lm_eval.tasks
+
+    stock = lm_eval.tasks.TaskManager
+    ns = evaluation.lm_eval_args(["--model", "calbench-oracle", "--tasks", tasks])
+    with evaluation._own_tasks_only(ns):
+        built = lm_eval.tasks.TaskManager(include_path=ns.include_path)
+        assert ("arithmetic" in built.all_tasks) is not own_only  # lm-eval's own task, indexed or not
+        assert "calbench_numeric_quick" in built.all_tasks
+    assert lm_eval.tasks.TaskManager is stock
+
+
 def test_lm_eval_args_respects_user_choices():
     ns = evaluation.lm_eval_args(
         [
