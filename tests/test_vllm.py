@@ -12,9 +12,9 @@ import collections
 import importlib.util
 import json
 import os
-import shutil
 import signal
 import subprocess
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -42,25 +42,29 @@ TEARDOWN_ABORT = "terminate called without an active exception"
 
 
 def _teardown_abort(done: subprocess.CompletedProcess, folder: Path) -> bool:
-    """vLLM's CPU build (0.32) sometimes aborts as the interpreter exits, after the run has
-    written its results: SIGABRT, with a C++ thread's ``std::terminate`` as the last line of
-    stderr (seen once in CI, on the stock ``lm_eval`` command; in none of 18 engine runs here)."""
+    """vLLM's CPU build (0.32) sometimes aborts as the interpreter exits, after lm-eval has written
+    its results and its samples logs: SIGABRT, with a C++ thread's ``std::terminate`` as the last
+    line of stderr. Seen in CI on the stock ``lm_eval`` command, three times in two runs (a rerun
+    aborted too); in none of 21 engine runs on the development machine."""
     return (
         done.returncode == -signal.SIGABRT
         and done.stderr.rstrip().endswith(TEARDOWN_ABORT)
         and any(folder.rglob("results_*.json"))
+        and any(folder.rglob("samples_*.jsonl"))
     )
 
 
 def _run_engine_command(cmd: list[str], folder: Path) -> subprocess.CompletedProcess:
-    """Run one engine command; after a teardown abort (and only then), rerun it once in an empty
-    folder, so that a second abort, or any other failure, still fails the test."""
+    """Run one engine command. An abort at exit after the results were written (and only that) is
+    vLLM's, not calbench's: it is reported, and the written files are then checked like any run's
+    (every task's results and a complete samples log each, in the tests below); any other failure
+    fails the test."""
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if _teardown_abort(done, folder):
-        print(f"vLLM aborted at exit after writing its results; rerunning once: {' '.join(cmd[:3])}")
-        shutil.rmtree(folder)
-        folder.mkdir()
-        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        message = f"vLLM aborted at exit after writing its results ({TEARDOWN_ABORT!r}): {' '.join(cmd[:3])}"
+        print(message)
+        warnings.warn(message, stacklevel=2)
+        return subprocess.CompletedProcess(done.args, 0, done.stdout, done.stderr)
     return done
 
 
