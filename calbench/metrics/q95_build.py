@@ -8,6 +8,7 @@ entry simulated afresh by ``calbench.metrics.pit.simulated_q95``.
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 TABLE = Path(__file__).with_name("q95_table.py")
@@ -68,15 +69,15 @@ def with_few() -> Entries:
 
 
 def write(table: Entries) -> None:
-    """Rewrites the table's three dicts in place (its docstring kept)."""
+    """Rewrites the table's three dicts in place (its docstring kept), formatted as ruff formats them."""
     continuous, integer, errors = table
     text = TABLE.read_text()
     head = text.split("CONTINUOUS: dict[int, float] = ", 1)[0]
     body = "CONTINUOUS: dict[int, float] = {\n" + "".join(f"    {n}: {q!r},\n" for n, q in continuous.items()) + "}\n"
     body += "INTEGER: dict[tuple[str, int], float] = {\n"
-    body += "".join(f"    ({k!r}, {n}): {q!r},\n" for (k, n), q in integer.items()) + "}\n"
+    body += "".join(f"    ({json.dumps(k)}, {n}): {q!r},\n" for (k, n), q in integer.items()) + "}\n"
     body += "ERRORS: dict[str, float] = {  # the relative Monte-Carlo error reached (95% interval half-width)\n"
-    body += "".join(f"    {k!r}: {e:.3g},\n" for k, e in errors.items()) + "}\n"
+    body += "".join(f"    {json.dumps(k)}: {e:.3g},\n" for k, e in errors.items()) + "}\n"
     TABLE.write_text(head + body)
 
 
