@@ -19,13 +19,27 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # `pytest -n 2`: one thread per worke
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ.setdefault(var, "1")
 
-# The longest modules are collected first: on two workers (`-n 2 --dist loadfile`) they run beside
-# the others instead of alone after them (the enumeration test ran last, one worker idle).
-LONG_FIRST = ("test_smollm2_enumeration.py",)
+# The longest modules are collected first, longest first: on two workers (`-n 2 --dist loadfile`)
+# each runs beside the others instead of alone after them (the enumeration test ran last, one worker
+# idle), and the short modules fill in at the end. Their order: seconds per module on an idle
+# machine, from a full run's --durations.
+LONG_FIRST = (
+    "test_smollm2_enumeration.py",
+    "test_protocols.py",
+    "test_param_ranges.py",
+    "test_leaderboard_recipes.py",
+    "test_leaderboard_render.py",
+    "test_leaderboard_curves.py",
+    "test_smollm2.py",
+    "test_harness.py",
+    "test_quality.py",
+    "test_space.py",
+)
 
 
 def pytest_collection_modifyitems(config, items):
-    items.sort(key=lambda item: item.path.name not in LONG_FIRST)  # stable: the rest keep their order
+    rank = {name: i for i, name in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FIRST)))  # stable: the rest keep their order
 
 
 @pytest.fixture(scope="session")
