@@ -255,7 +255,7 @@ evaluations:
 
 
 @pytest.mark.integration
-def test_run_stores_a_record_then_skips_what_is_finished(tmp_path, capsys):
+def test_run_stores_a_record_then_skips_what_is_finished(tmp_path, capsys, monkeypatch):
     rows = tmp_path / "rows"
     _write(rows, "defaults.yaml", REFERENCE_DEFAULTS)
     row = _write(rows, "exact.yaml", "type: reference\n")
@@ -274,10 +274,13 @@ def test_run_stores_a_record_then_skips_what_is_finished(tmp_path, capsys):
     assert not [p for p in (work / "exact").rglob("*") if p.is_dir() and p.parent.name in ("quick", "sample-free")]
     marker = json.loads((work / "exact" / "quick" / "calbench_evaluation.json").read_text())
     assert marker["recipe_sha256"] == record["evaluations"]["quick"]["recipe_sha256"]
-    # A rerun runs nothing: both evaluations are in the record (and their output is there too).
+    # A rerun runs nothing: both evaluations are in the record (and their output is there too), and
+    # the record keeps the commit that made its numbers, whatever the commit now.
+    monkeypatch.setattr(store, "calbench_commit", lambda: "a later commit")
     assert cli.main(argv) == 0
     err = capsys.readouterr().err
     assert "calbench eval" not in err and err.count("finished in") == 2
+    assert store.load_record(store_dir / "exact.json")["calbench_commit"] == record["calbench_commit"]
     # Without the work folder, the record alone says they are finished.
     import shutil
 
@@ -292,6 +295,7 @@ def test_run_stores_a_record_then_skips_what_is_finished(tmp_path, capsys):
     assert err.count("calbench eval") == 1 and "finished (in the record)" in err
     again = store.load_record(store_dir / "exact.json")
     assert again["tasks"]["calbench_numeric_quick"]["samples_per_prompt"] == 70
+    assert again["calbench_commit"] == "a later commit"  # new numbers: the commit that made them
     assert store.differences(record, again) == [
         f"calbench_numeric_quick: {k}" for k in ("overall", "families", "samples", "samples_per_prompt")
     ]

@@ -311,6 +311,7 @@ def run_row(
         )
         stored = None
     parts: dict[str, EvaluationPart] = {}
+    new_numbers = stored is None  # an evaluation run now, or an output the record does not hold yet
     chosen = [e for e in recipe.evaluations if not only or e.name in only]
     for i, evaluation in enumerate(recipe.evaluations, 1):
         key = evaluation_hash(recipe, evaluation)
@@ -322,9 +323,11 @@ def run_row(
         if evaluation in chosen and (rerun or (not in_record and marker is None)):
             marker = run_evaluation(recipe, evaluation, out, key, weights)
             parts[evaluation.name] = part_of_output(recipe, evaluation, out, marker)
+            new_numbers = True
         elif marker is not None:
             say(f"{step}: finished in {out}")
             parts[evaluation.name] = part_of_output(recipe, evaluation, out, marker)
+            new_numbers = new_numbers or not in_record
         elif in_record:
             assert stored is not None
             say(f"{step}: finished (in the record)")
@@ -333,6 +336,8 @@ def run_row(
             say(f"{step}: not run (left out by --only)")
     drift = next((p["drift"] for p in parts.values() if "drift" in p), None)
     record = store.assemble_record(recipe.name, recipe.type, recipe.command, parts, drift, recipe.resolved())
+    if not new_numbers and stored is not None:  # the same numbers: the commit and packages that made them stay
+        record["calbench_commit"], record["packages"] = stored.get("calbench_commit"), stored["packages"]
     path = store.save_record(record, results_dir)
     say(f"{recipe.name}: record {path}")
     return path
