@@ -354,6 +354,30 @@ def _task_configs(include_path: Path) -> list[tuple[Path, dict[str, Any]]]:
     return out
 
 
+def self_contained_task_names(include_path: Path) -> set[str]:
+    """The names in ``include_path`` that lm-eval resolves without its own tasks: every task and tag,
+    and each group whose members are all such names (``calbench_retention`` is not: its members
+    are lm-eval's tinyBenchmarks and Paloma tasks)."""
+    configs = [config for _, config in _task_configs(include_path)]
+    names: set[str] = set()
+    for config in configs:
+        for key in ("task", "tag"):
+            value = config.get(key)
+            if key == "task" and (not isinstance(value, str) or "group" in config):
+                continue  # a group's "task" is its member list
+            names.update([value] if isinstance(value, str) else [v for v in value or [] if isinstance(v, str)])
+    groups = {str(c["group"]): c.get("task") or [] for c in configs if isinstance(c.get("group"), str)}
+    while True:
+        ready = {
+            g for g, members in groups.items()
+            if g not in names and isinstance(members, list)
+            and all(isinstance(m, str) and m in names for m in members)
+        }  # fmt: skip
+        if not ready:
+            return names
+        names |= ready
+
+
 def calbench_task_names(include_path: Path) -> set[str]:
     """Task, tag and group names defined by the YAML in ``include_path`` (calbench's, by default)."""
     names: set[str] = set()
@@ -405,7 +429,7 @@ def _own_tasks_only(ns: argparse.Namespace) -> Iterator[None]:
 
     named = [ns.tasks] if isinstance(ns.tasks, str) else list(ns.tasks or [])
     asked = {t.strip() for entry in named for t in str(entry).split(",") if t.strip()}
-    if ns.command != "run" or not asked or not asked <= calbench_task_names(Path(ns.include_path)):
+    if ns.command != "run" or not asked or not asked <= self_contained_task_names(Path(ns.include_path)):
         yield
         return
     stock = lm_eval.tasks.TaskManager

@@ -40,7 +40,8 @@ def test_lm_eval_args_adds_calbench_defaults():
 @pytest.mark.parametrize(
     ("tasks", "own_only"),
     [("calbench_numeric_quick", True), ("calbench_numeric_quick,calbench_diagnostics", True),
-     ("calbench_numeric_quick,arithmetic", False), ("tasks/calbench_numeric_quick.yaml", False)],
+     ("calbench_numeric_quick,arithmetic", False), ("tasks/calbench_numeric_quick.yaml", False),
+     ("calbench_retention", False), ("calbench_retention_offline", True)],
 )  # fmt: skip
 def test_lm_evals_own_task_index_is_skipped_only_when_every_task_is_calbenchs(tasks, own_only):
     import lm_eval.tasks
