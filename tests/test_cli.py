@@ -49,9 +49,11 @@ def test_lm_evals_own_task_index_is_skipped_only_when_every_task_is_calbenchs(ta
     stock = lm_eval.tasks.TaskManager
     ns = evaluation.lm_eval_args(["--model", "calbench-oracle", "--tasks", tasks])
     with evaluation._own_tasks_only(ns):
-        built = lm_eval.tasks.TaskManager(include_path=ns.include_path)
-        assert ("arithmetic" in built.all_tasks) is not own_only  # lm-eval's own task, indexed or not
-        assert "calbench_numeric_quick" in built.all_tasks
+        assert (lm_eval.tasks.TaskManager is stock) is not own_only  # stock: lm-eval's own index too
+        if own_only:
+            built = lm_eval.tasks.TaskManager(include_path=ns.include_path)
+            assert "arithmetic" not in built.all_tasks  # lm-eval's own task, not indexed
+            assert "calbench_numeric_quick" in built.all_tasks
     assert lm_eval.tasks.TaskManager is stock
 
 

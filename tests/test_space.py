@@ -196,6 +196,7 @@ def test_lattice_points_on_the_bounds_belong_to_the_space(
     assert len(space) == _exact_upper_k(a, b, decimals) - _exact_lower_k(a, b, decimals) + 1
 
 
+@pytest.mark.integration  # exhaustive over the grid (about 15 s): the README's command runs it
 def test_uniform_grid_bounds_match_exact_decimal_arithmetic() -> None:
     # Every uniform grid point of every split, checked against Decimal (not the code's floats).
     checked = 0
@@ -253,6 +254,7 @@ def _triangular_quantile(a: Decimal, c: Decimal, b: Decimal, q: Decimal) -> Deci
     return b - ((1 - q) * (b - a) * (b - c)).sqrt()
 
 
+@pytest.mark.integration  # exhaustive over the grid (about 15 s): the README's command runs it
 def test_triangular_grid_bounds_match_exact_decimal_arithmetic() -> None:
     import decimal
 
