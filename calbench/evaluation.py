@@ -354,38 +354,33 @@ def _task_configs(include_path: Path) -> list[tuple[Path, dict[str, Any]]]:
     return out
 
 
+def _names_of(value: Any) -> list[str]:
+    return [value] if isinstance(value, str) else [v for v in value or [] if isinstance(v, str)]
+
+
 def self_contained_task_names(include_path: Path) -> set[str]:
     """The names in ``include_path`` that lm-eval resolves without its own tasks: every task and tag,
     and each group whose members are all such names (``calbench_retention`` is not: its members
     are lm-eval's tinyBenchmarks and Paloma tasks)."""
     configs = [config for _, config in _task_configs(include_path)]
-    names: set[str] = set()
-    for config in configs:
-        for key in ("task", "tag"):
-            value = config.get(key)
-            if key == "task" and (not isinstance(value, str) or "group" in config):
-                continue  # a group's "task" is its member list
-            names.update([value] if isinstance(value, str) else [v for v in value or [] if isinstance(v, str)])
+    # a member that is not a plain name (an inline task) leaves its group to lm-eval's full index
     groups = {str(c["group"]): c.get("task") or [] for c in configs if isinstance(c.get("group"), str)}
-    while True:
-        ready = {
-            g for g, members in groups.items()
-            if g not in names and isinstance(members, list)
-            and all(isinstance(m, str) and m in names for m in members)
-        }  # fmt: skip
-        if not ready:
-            return names
+    names = {n for c in configs for n in _names_of(c.get("tag")) + ([] if "group" in c else _names_of(c.get("task")))}
+
+    def resolved(members: Any) -> bool:
+        return isinstance(members, list) and all(isinstance(m, str) and m in names for m in members)
+
+    while ready := {g for g, members in groups.items() if g not in names and resolved(members)}:
         names |= ready
+    return names
 
 
 def calbench_task_names(include_path: Path) -> set[str]:
-    """Task, tag and group names defined by the YAML in ``include_path`` (calbench's, by default)."""
-    names: set[str] = set()
-    for _, config in _task_configs(include_path):
-        for key in ("task", "group", "tag"):
-            value = config.get(key)
-            names.update([value] if isinstance(value, str) else [v for v in value or [] if isinstance(v, str)])
-    return names
+    """Task, tag and group names defined by the YAML in ``include_path`` (calbench's, by default),
+    and the names its groups list as members."""
+    return {
+        n for _, c in _task_configs(include_path) for key in ("task", "group", "tag") for n in _names_of(c.get(key))
+    }
 
 
 def eval_cli(args: Sequence[str], num_samples: int | None = None) -> Path | None:
@@ -427,8 +422,7 @@ def _own_tasks_only(ns: argparse.Namespace) -> Iterator[None]:
     files (about 5 s of every run). Any other name (an lm-eval task, a YAML path) keeps the index."""
     import lm_eval.tasks
 
-    named = [ns.tasks] if isinstance(ns.tasks, str) else list(ns.tasks or [])
-    asked = {t.strip() for entry in named for t in str(entry).split(",") if t.strip()}
+    asked = set(ns.tasks or [])  # split on commas and checked by lm_eval_args and check_eval_args
     if ns.command != "run" or not asked or not asked <= self_contained_task_names(Path(ns.include_path)):
         yield
         return
