@@ -19,22 +19,31 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # `pytest -n 2`: one thread per worke
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ.setdefault(var, "1")
 
-# The longest modules are collected first, longest first: on two workers (`-n 2 --dist loadfile`)
+# The longest modules are collected and sent first, longest first: on two workers (`-n 2 --dist loadfile`)
 # each runs beside the others instead of alone after them (the enumeration test ran last, one worker
-# idle), and the short modules fill in at the end. Their order: seconds per module on an idle
-# machine, from a full run's --durations.
-LONG_FIRST = (
-    "test_smollm2_enumeration.py",
-    "test_protocols.py",
-    "test_param_ranges.py",
-    "test_leaderboard_recipes.py",
-    "test_leaderboard_render.py",
-    "test_leaderboard_curves.py",
-    "test_smollm2.py",
-    "test_harness.py",
-    "test_quality.py",
-    "test_space.py",
+# idle), and the short modules fill in at the end. Their order: seconds per module (the numbers beside
+# them), one worker beside a one-thread training run on this 2-core machine.
+LONG_FIRST = (  # at 875b205: pytest -m "" -n 1 --dist loadfile --durations=0, summed per module
+    "test_smollm2_enumeration.py",  # 339
+    "test_harness.py",  # 160
+    "test_leaderboard_recipes.py",  # 132
+    "test_protocols.py",  # 118
+    "test_param_ranges.py",  # 109
+    "test_leaderboard_render.py",  # 73
+    "test_smollm2.py",  # 65
+    "test_leaderboard_curves.py",  # 63
+    "test_space.py",  # 56
+    "test_training.py",  # 32
+    "test_training_runs.py",  # 30
+    "test_cli.py",  # 28
 )
+
+
+def pytest_configure(config):
+    # xdist reorders --dist loadfile's modules by their number of tests (most first) unless told not to:
+    # the two-test enumeration module, the longest, then ran last, one worker idle beside it.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
 
 
 def pytest_collection_modifyitems(config, items):
