@@ -11,13 +11,16 @@ from __future__ import annotations
 
 
 def register() -> None:
-    """Add calbench's models to lm-eval's model registry (idempotent): calbench-hf and the references."""
+    """Add calbench's models to lm-eval's model registry (idempotent): the references, and
+    calbench-hf as a name lm-eval imports when it is asked for (as lm-eval lists its own models),
+    so that a run of a reference system never loads torch and transformers."""
     import lm_eval.models  # noqa: F401 - lm-eval only imports its own models into an empty registry
     from lm_eval.api.registry import MODEL_REGISTRY, register_model
 
-    from calbench.backends.hf import CalbenchHFLM
     from calbench.backends.references import MODELS
 
-    for name, cls in {**MODELS, "calbench-hf": CalbenchHFLM}.items():
+    for name, cls in MODELS.items():
         if name not in MODEL_REGISTRY:
             register_model(name)(cls)
+    if "calbench-hf" not in MODEL_REGISTRY:
+        MODEL_REGISTRY.register("calbench-hf", target="calbench.backends.hf:CalbenchHFLM")
