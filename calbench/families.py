@@ -221,6 +221,12 @@ class Target:
         return f"{self.family.name}({inner})"
 
     def support(self) -> tuple[float, float]:
+        """The law's support (lo, hi): asked for every answer scored, computed once (scipy's takes
+        about 0.1 ms)."""
+        return self._support
+
+    @cached_property
+    def _support(self) -> tuple[float, float]:
         lo, hi = self.law.support()
         return float(lo), float(hi)
 

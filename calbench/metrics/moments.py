@@ -31,6 +31,7 @@ overflow nothing; an error too large for a float (variance_error of answers near
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -98,12 +99,17 @@ def variance_error(values: np.ndarray, target: Target) -> Estimate:
 LOG_FLOOR = math.log(1e-300)  # a tail probability below 1e-300 counts as 1e-300, on either side
 
 
-def _ad_continuous(x: np.ndarray, target: Target) -> float:
-    x = np.sort(x)
+def _log_tails(x: np.ndarray, target: Target) -> tuple[np.ndarray, np.ndarray]:
+    """(log F, log S) of the law at the sorted values ``x``, each floored at ``LOG_FLOOR``."""
     with np.errstate(divide="ignore"):
         log_f = np.maximum(np.asarray(target.law.logcdf(x), dtype=float), LOG_FLOOR)
         log_s = np.maximum(np.asarray(target.law.logsf(x), dtype=float), LOG_FLOOR)
-    n = x.size
+    return log_f, log_s
+
+
+def _ad_continuous(log_f: np.ndarray, log_s: np.ndarray) -> float:
+    """The statistic from the log tails of the sorted answers."""
+    n = log_f.size
     i = np.arange(1, n + 1)
     return float(-n - np.sum((2 * i - 1) * (log_f + log_s[::-1])) / n)
 
@@ -113,9 +119,8 @@ def _lattice(target: Target) -> np.ndarray:
     return np.arange(math.floor(lo), math.ceil(hi) + 1, dtype=float)
 
 
-def _ad_discrete(x: np.ndarray, target: Target, j: np.ndarray) -> float:
-    h = target.law.cdf(j)
-    p = target.law.pmf(j)
+def _ad_discrete(x: np.ndarray, j: np.ndarray, h: np.ndarray, p: np.ndarray) -> float:
+    """The statistic on the lattice ``j``, where the law's CDF is ``h`` and its pmf ``p``."""
     keep = h * (1 - h) >= EDGE
     counts = np.searchsorted(np.sort(np.clip(x, j[0], j[-1])), j, side="right")  # S_j
     z = counts / x.size - h
@@ -127,14 +132,29 @@ def anderson_darling(values: np.ndarray, target: Target, seed: int | None = None
     x = np.asarray(values, dtype=float)
     if x.size == 0:
         return Estimate(math.nan, math.nan)
-    lattice = _lattice(target) if target.integer else None
+    # A bootstrap resample's answers are among the answers: the law is evaluated once, at them (or
+    # on its lattice), and each resample reads it by index (as rng.choice(x) draws its indices).
+    stat: Callable[[np.ndarray], float]
+    if target.integer:
+        j = _lattice(target)
+        h, p = target.law.cdf(j), target.law.pmf(j)
 
-    def stat(sample: np.ndarray) -> float:
-        return _ad_discrete(sample, target, lattice) if lattice is not None else _ad_continuous(sample, target)
+        def stat(idx: np.ndarray) -> float:
+            return _ad_discrete(x[idx], j, h, p)
 
-    value = stat(x)
+    else:
+        order = np.argsort(x, kind="stable")
+        log_f, log_s = _log_tails(x[order], target)
+        rank = np.empty(x.size, dtype=np.int64)
+        rank[order] = np.arange(x.size)  # equal answers have equal tails: any of their ranks serves
+
+        def stat(idx: np.ndarray) -> float:
+            r = np.sort(rank[idx])
+            return _ad_continuous(log_f[r], log_s[r])
+
+    value = stat(np.arange(x.size))
     if x.size < 2:
         return Estimate(value, math.nan)
     rng = np.random.default_rng(seed_for("anderson-darling", target.key, x.size) if seed is None else seed)
-    draws = [stat(rng.choice(x, size=x.size)) for _ in range(BOOTSTRAP)]
+    draws = [stat(rng.integers(0, x.size, size=x.size)) for _ in range(BOOTSTRAP)]
     return Estimate(value, float(np.std(draws, ddof=1)))
