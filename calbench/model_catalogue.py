@@ -21,7 +21,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from calbench.cache import cache_dir
 from calbench.provenance import exclusive_lock, sha256_file, weights_hash, write_json
 
 
@@ -67,10 +67,6 @@ CATALOGUE: dict[str, CatalogueEntry] = {
     ),
 }
 DEFAULT_MODEL = "smollm2-135m-instruct"
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("CALBENCH_CACHE", Path.home() / ".cache" / "calbench"))
 
 
 def entry(name: str) -> CatalogueEntry:

@@ -110,6 +110,7 @@ def test_calbench_train_reaches_the_addon_through_its_entry_point():
 # The rooms, lowest first: a module imports only its own room and those below it.
 CORE = {
     "calbench",
+    "cache",
     "families",
     "param_ranges",
     "train_record",

@@ -28,6 +28,7 @@ from functools import lru_cache
 import numpy as np
 from scipy import stats
 
+from calbench.cache import simulated
 from calbench.families import Target
 from calbench.stats import seed_for
 
@@ -237,7 +238,12 @@ def exact_q95(target: Target, n: int) -> float:
     stored = CONTINUOUS.get(n) if not target.integer else INTEGER.get((target.key, n))
     if stored is not None:
         return stored
-    return simulated_q95(target, n, Q95_PRECISION if not target.integer else Q95_PRECISION_ELSE)[0]
+    precision = Q95_PRECISION if not target.integer else Q95_PRECISION_ELSE
+    key = "continuous" if not target.integer else target.key
+    stored = simulated(  # kept on disk for the next scoring process (calbench.cache)
+        f"pit q95|{key}|{n}|{precision}", lambda: {"q95": np.array(simulated_q95(target, n, precision)[0])}
+    )
+    return float(stored["q95"])
 
 
 def simulated_q95(target: Target, n: int, precision: float = Q95_PRECISION) -> tuple[float, float, int]:
@@ -255,13 +261,20 @@ def simulated_q95(target: Target, n: int, precision: float = Q95_PRECISION) -> t
 @lru_cache(maxsize=1024)
 def _discrete_ks_null(target: Target, n: int, reps: int) -> np.ndarray:
     """Sorted KS statistics of ``reps`` sets of n exact draws from an integer law (fixed seed)."""
-    rng = np.random.default_rng(seed_for("ks null", target.key, n, reps))
-    chunk = 5000  # rows per batch: keeps the (rows x knots) matrices small
-    parts = [
-        integer_pit_w1_ks(np.rint(target.law.rvs(size=(min(chunk, reps - i), n), random_state=rng)), target)[1]
-        for i in range(0, reps, chunk)
-    ]
-    return np.sort(np.concatenate(parts))
+
+    def simulate() -> dict[str, np.ndarray]:
+        rng = np.random.default_rng(seed_for("ks null", target.key, n, reps))
+        chunk = 5000  # rows per batch: keeps the (rows x knots) matrices small
+        parts = [
+            integer_pit_w1_ks(np.rint(target.law.rvs(size=(min(chunk, reps - i), n), random_state=rng)), target)[1]
+            for i in range(0, reps, chunk)
+        ]
+        values, counts = np.unique(np.concatenate(parts), return_counts=True)  # few distinct values: kept small
+        return {"values": values, "counts": counts}
+
+    # 1-4 s per law: kept on disk for the next scoring process (calbench.cache)
+    null = simulated(f"ks null|{target.key}|{n}|{reps}", simulate)
+    return np.repeat(null["values"], null["counts"])
 
 
 def ks_pvalue(values: np.ndarray, target: Target, reps: int = KS_REPS) -> float:
