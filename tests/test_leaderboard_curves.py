@@ -183,6 +183,12 @@ def test_the_spread_over_seeds_is_the_mean_and_sd_of_each_runs_last_point(tmp_pa
     by_hand = np.sqrt(max(0.0, np.var(scores, ddof=1) - np.mean(np.square(ses))))
     assert rows[beyond].split("|")[at].strip() == f"{by_hand:.3g}"
 
+    # a seed still training: its last point is a fit point without the final's numbers
+    points["s3"] = [{"tasks": {}, "curve": {"step": 40, "examples": 640}}]
+    rows = {line.split("|")[2].strip(): line for line in curve_page.spread(spec, points).splitlines()[2:]}
+    assert rows["s3"].split("|")[at].strip() == "n/a" and rows["s1"].split("|")[at].strip() != "n/a"
+    assert rows["**mean** (3 runs)"].split("|")[at].strip() == "n/a"
+
 
 def test_the_seed_sd_is_what_the_runs_spread_beyond_their_own_sampling_errors():
     from calbench.stats import Estimate

@@ -157,9 +157,10 @@ def spread(curves: Curves, points: Mapping[str, Sequence[RunRecord | Point]]) ->
             groups.setdefault(run.group, []).append((run, pts[run.name][-1].numbers))
     lines = []
     for group, members in groups.items():
-        keys = list(members[0][1])
+        # a run still training (or its final point not scored yet) lacks some numbers: "n/a" there
+        keys = list(dict.fromkeys(k for _, numbers in members for k in numbers))
         for run, numbers in members:
-            lines.append([group, run.name, *(fmt(numbers[k]) for k in keys)])
+            lines.append([group, run.name, *(fmt(numbers.get(k, UNDEFINED)) for k in keys)])
         if len(members) > 1:
             summaries: tuple[tuple[str, Callable[[list[Estimate]], float]], ...] = (
                 ("mean", lambda e: float(np.mean([x.value for x in e]))),
@@ -169,7 +170,8 @@ def spread(curves: Curves, points: Mapping[str, Sequence[RunRecord | Point]]) ->
             for name, fn in summaries:
                 cells = []
                 for k in keys:
-                    estimates = [n[k] for _, n in members if math.isfinite(n[k].value) and math.isfinite(n[k].se)]
+                    got = [n.get(k, UNDEFINED) for _, n in members]
+                    estimates = [e for e in got if math.isfinite(e.value) and math.isfinite(e.se)]
                     cells.append(f"{fn(estimates):.3g}" if len(estimates) == len(members) else "n/a")
                 lines.append([group, f"**{name}** ({len(members)} runs)", *cells])
     if not lines:
