@@ -12,7 +12,7 @@ import re
 import numpy as np
 import pytest
 
-from calbench.families import FAMILIES, Family, InvalidParametersError, Target, make_target, split_points
+from calbench.families import FAMILIES, Family, InvalidParametersError, Target, make_target, ppf, split_points
 from calbench.metrics.sampling import midpoint_quantiles
 from calbench.parse import in_support, parse_number
 from calbench.prompt import prompt_text, read_prompt
@@ -398,3 +398,27 @@ def test_valid_counterparts_of_the_invalid_rows_are_accepted() -> None:
     ]
     for family, params in valid:
         assert make_target(family, params).family.name == family
+
+
+@pytest.mark.parametrize(
+    "family, params",
+    [
+        ("beta_binomial", {"n": 40, "alpha": 6.5, "beta": 6.5}),
+        ("beta_binomial", {"n": 7, "alpha": 0.3, "beta": 2.5}),
+        ("hypergeometric", {"M": 100, "K": 50, "N": 20}),
+        ("hypergeometric", {"M": 31, "K": 25, "N": 18}),
+    ],
+)
+def test_the_tabled_quantiles_are_scipys(family, params):
+    """ppf's table for scipy's bisection laws gives scipy's answers, at the CDF's own values and
+    next to them too (where the bisection's ties are decided)."""
+    from calbench.families import _ppf_on_a_table
+
+    law = make_target(family, params).law
+    ks = np.arange(*law.ppf([1e-6, 1 - 1e-6]))
+    at_cdf = np.clip(law.cdf(ks), 1e-12, 1 - 1e-12)
+    q = np.concatenate([(np.arange(200) + 0.5) / 200, at_cdf, np.nextafter(at_cdf, 0), np.nextafter(at_cdf, 1)])
+    tabled = _ppf_on_a_table(law, q)
+    assert tabled is not None and np.array_equal(tabled, law.ppf(q))
+    assert np.array_equal(ppf(law, q), tabled)
+    assert _ppf_on_a_table(make_target("skellam", {"mu1": 2, "mu2": 3}).law, q) is None  # left to scipy
