@@ -15,6 +15,7 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import scipy
@@ -36,12 +37,15 @@ def simulated(key: str, compute: Callable[[], dict[str, np.ndarray]]) -> dict[st
         pass  # missing or damaged: simulated afresh and rewritten
     arrays = compute()
     buffer = io.BytesIO()
-    np.savez(buffer, key=np.array(tag), **arrays)
+    named: dict[str, Any] = {"key": np.array(tag), **arrays}
+    np.savez(buffer, **named)
+    tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as tmp:
             tmp.write(buffer.getvalue())
         os.replace(tmp.name, path)
     except OSError:
-        pass
+        if tmp is not None:
+            Path(tmp.name).unlink(missing_ok=True)
     return arrays

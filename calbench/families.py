@@ -676,7 +676,7 @@ def ppf(law: Any, q: float | Sequence[float] | np.ndarray) -> np.ndarray:
     """
     q = np.asarray(q, dtype=float)
     lo, hi = law.support()
-    tabled = _ppf_on_a_table(law, q)
+    tabled = _ppf_on_a_table(law, q, lo, hi)
     if tabled is not None:
         return tabled
     try:
@@ -700,13 +700,13 @@ def ppf(law: Any, q: float | Sequence[float] | np.ndarray) -> np.ndarray:
 _TABLED_PPF = frozenset({"betabinom", "hypergeom"})
 
 
-def _ppf_on_a_table(law: Any, q: np.ndarray) -> np.ndarray | None:
+def _ppf_on_a_table(law: Any, q: np.ndarray, lo: float, hi: float) -> np.ndarray | None:
     """scipy's answer for many q in (0, 1) of an integer law whose ``ppf`` is scipy's generic
     bisection (beta-binomial, hypergeometric: 0.1-1 ms per q), found at once: the CDF on
     the integers between scipy's quantiles of the smallest and the largest q, then the first
     integer whose CDF reaches each q, which is what the bisection finds where the CDF rises
     monotonically there (checked; None where it does not, or where the table would be large)."""
-    if q.size < 8 or law.dist.name not in _TABLED_PPF:
+    if q.size < 8 or getattr(getattr(law, "dist", None), "name", None) not in _TABLED_PPF:
         return None
     if not np.all((q > 0) & (q < 1)):
         return None
@@ -723,7 +723,6 @@ def _ppf_on_a_table(law: Any, q: np.ndarray) -> np.ndarray | None:
     at = np.searchsorted(cdf, q, side="left")
     if at.max() >= ks.size:
         return None
-    lo, hi = law.support()
     return np.clip(ks[at], lo, hi)
 
 

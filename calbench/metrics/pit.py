@@ -240,10 +240,10 @@ def exact_q95(target: Target, n: int) -> float:
         return stored
     precision = Q95_PRECISION if not target.integer else Q95_PRECISION_ELSE
     key = "continuous" if not target.integer else target.key
-    stored = simulated(  # kept on disk for the next scoring process (calbench.cache)
+    kept = simulated(  # kept on disk for the next scoring process (calbench.cache)
         f"pit q95|{key}|{n}|{precision}", lambda: {"q95": np.array(simulated_q95(target, n, precision)[0])}
     )
-    return float(stored["q95"])
+    return float(kept["q95"])
 
 
 def simulated_q95(target: Target, n: int, precision: float = Q95_PRECISION) -> tuple[float, float, int]:
