@@ -71,3 +71,29 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert command.endswith('pytest -m "" -n 2 --dist loadfile')  # every tier, on two workers
     assert lines[-1].startswith("bash .ci/vllm-cpu-env .venv-vllm && ")
     assert lines[-1].endswith("CALBENCH_REQUIRE_VLLM=1 pytest -m vllm -p no:cacheprovider -s")
+
+
+@pytest.mark.parametrize("failing", ["pip", "pytest"])
+def test_ci_stops_when_any_step_of_the_readme_command_fails(tmp_path, failing):
+    """bash's set -e ignores a failure before the last command of an && list: a failed install
+    must still fail CI, and never reach the vLLM step."""
+    import shutil
+
+    (tmp_path / ".ci").mkdir()
+    shutil.copy(ROOT / ".ci" / "run", tmp_path / ".ci" / "run")
+    (tmp_path / ".ci" / "vllm-cpu-env").write_text("touch reached-vllm\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fakes = {  # a venv whose activate script defines deactivate; each tool succeeds unless it is the failing one
+        "python3": 'mkdir -p .venv/bin && echo "deactivate() { :; }" > .venv/bin/activate',
+        "pip": "exit 0",
+        "pytest": "exit 0",
+    }
+    fakes[failing] = "exit 7"
+    for name, body in fakes.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    done = subprocess.run(["bash", str(tmp_path / ".ci" / "run")], capture_output=True, text=True, env=env)
+    assert done.returncode == 7, done.stderr[-2000:]
+    assert not (tmp_path / "reached-vllm").exists()
