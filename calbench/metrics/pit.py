@@ -194,8 +194,12 @@ def pit_floor(target: Target, n: int, reps: int = PIT_FLOOR_REPS) -> PitFloor:
     if n <= 0:
         return PitFloor(float("nan"), float("nan"), float("nan"))
     key = "continuous" if not target.integer else target.key
-    per_rep = _exact_pit_w1(target, n, reps, seed_for("pit floor", key, n, reps))
-    q16, q50, q84, q95 = np.quantile(per_rep, [0.16, 0.5, 0.84, 0.95])
+
+    def simulate() -> dict[str, np.ndarray]:
+        per_rep = _exact_pit_w1(target, n, reps, seed_for("pit floor", key, n, reps))
+        return {"q": np.quantile(per_rep, [0.16, 0.5, 0.84, 0.95])}
+
+    q16, q50, q84, q95 = simulated(f"pit floor|{key}|{n}|{reps}", simulate)["q"]  # calbench.cache
     spread = float(q84 - q16) / 2
     return PitFloor(float(q50), spread, float(np.sqrt(np.pi / 2) * spread / np.sqrt(reps)), float(q95))
 
