@@ -221,8 +221,7 @@ class Target:
         return f"{self.family.name}({inner})"
 
     def support(self) -> tuple[float, float]:
-        """The law's support (lo, hi): asked for every answer scored, computed once (scipy's takes
-        about 0.1 ms)."""
+        """The law's support (lo, hi): asked for every answer scored, so computed once."""
         return self._support
 
     @cached_property

@@ -184,6 +184,12 @@ def integer_pit_w1_ks(draws: np.ndarray, target: Target) -> tuple[np.ndarray, np
     return _distances(counts / draws.shape[1], *pit_intervals(values, target))
 
 
+def _pit_key(target: Target) -> str:
+    """What an exact sampler's PIT statistics depend on: the law for an integer one, nothing for a
+    continuous one (its PIT values are uniform whatever the law)."""
+    return "continuous" if not target.integer else target.key
+
+
 @lru_cache(maxsize=4096)
 def pit_floor(target: Target, n: int, reps: int = PIT_FLOOR_REPS) -> PitFloor:
     """The ``pit_w1`` that n exact draws typically score (seeded from the law and n: reproducible).
@@ -193,7 +199,7 @@ def pit_floor(target: Target, n: int, reps: int = PIT_FLOOR_REPS) -> PitFloor:
     """
     if n <= 0:
         return PitFloor(float("nan"), float("nan"), float("nan"))
-    key = "continuous" if not target.integer else target.key
+    key = _pit_key(target)
 
     def simulate() -> dict[str, np.ndarray]:
         per_rep = _exact_pit_w1(target, n, reps, seed_for("pit floor", key, n, reps))
@@ -243,7 +249,7 @@ def exact_q95(target: Target, n: int) -> float:
     if stored is not None:
         return stored
     precision = Q95_PRECISION if not target.integer else Q95_PRECISION_ELSE
-    key = "continuous" if not target.integer else target.key
+    key = _pit_key(target)
     kept = simulated(  # kept on disk for the next scoring process (calbench.cache)
         f"pit q95|{key}|{n}|{precision}", lambda: {"q95": np.array(simulated_q95(target, n, precision)[0])}
     )
@@ -252,7 +258,7 @@ def exact_q95(target: Target, n: int) -> float:
 
 def simulated_q95(target: Target, n: int, precision: float = Q95_PRECISION) -> tuple[float, float, int]:
     """(q95, its relative error, replicates) of ``exact_q95``, simulated to ``precision`` (its docstring)."""
-    key = "continuous" if not target.integer else target.key
+    key = _pit_key(target)
     parts: list[np.ndarray] = []
     while True:
         parts.append(_exact_pit_w1(target, n, Q95_BATCH, seed_for("pit q95", key, n, len(parts))))
