@@ -51,9 +51,22 @@ OPTIONS = (
     "use_cpu",
     "chat",
 )
+# What a record that lacks an option means: the run had the effect the option's default had when
+# the record was written. An adapter's calbench_train.json, a run file and a leaderboard recipe's
+# ``train:`` older than an option lack it; these are the options whose default has changed since,
+# with the value they had before (the paper's grid and ranges, LoRA). Today's defaults are never
+# read into an older record: ``as_trained`` fills these in, and recipes keep meaning what they
+# meant when written (a recipe's ``train:`` without ``parameters`` trains the grid).
+BEFORE = {"parameters": "grid", "widen": 1.0}
 # Options that do not change what is trained: they may differ between a run's segments, and a
 # recipe leaves them to the run.
 NOT_IDENTITY = ("output", "resume", "overwrite", "save_steps", "logging_steps", "keep_checkpoints")
+
+
+def as_trained(options: Mapping[str, Any]) -> dict[str, Any]:
+    """A recorded or recipe's set of training options with ``BEFORE``'s values where it lacks them
+    (for fresh parameters, ranges not widened: ``widen`` was 1 unless stated)."""
+    return {**BEFORE, **options}
 
 
 def logged_loss(history: Sequence[Mapping[str, Any]], step: int) -> float | None:

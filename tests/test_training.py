@@ -22,7 +22,7 @@ from calbench.training.trainer import build, run
 
 def config(tiny, tmp_path, **kw):
     base = {"model": str(tiny), "output": str(tmp_path), "prompts": 12, "batch_size": 2, "effective_batch": 4}
-    base |= {"use_cpu": True, "logging_steps": 1, "save_steps": 100}
+    base |= {"use_cpu": True, "logging_steps": 1, "save_steps": 100, "parameters": "grid"}  # the pinned losses' prompts
     return TrainConfig(**(base | kw))
 
 

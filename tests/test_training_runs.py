@@ -108,6 +108,46 @@ def test_defaults_are_only_filled_where_an_option_is_missing():
     assert (soft.max_bins, soft.epochs, soft.samples_per_prompt) == (1001, 3, 1)
     assert TrainConfig(method="hard", epochs=1).resolve().epochs == 1
     assert TrainConfig(method="hard", max_bins=0).problems()  # 0 is refused, not replaced by 16384
+    # The training prompts: fresh parameters in ranges widened 2x (the winner of
+    # leaderboards/generalization.md), the paper's grid on request (never widened).
+    assert (soft.parameters, soft.widen) == ("fresh", 2.0)
+    assert TrainConfig(parameters="fresh", widen=1).resolve().widen == 1.0
+    assert TrainConfig(parameters="grid").resolve().widen == 1.0
+    assert TrainConfig(parameters="grid", widen=1).problems() == []
+    assert TrainConfig(parameters="grid", widen=2).problems() == [
+        "--widen 2: widens fresh parameters' ranges: add --parameters fresh"
+    ]
+
+
+def _before_the_options(options):
+    """A record written before calbench train had --parameters and --widen (and so trained the grid)."""
+    return {k: v for k, v in options.items() if k not in ("parameters", "widen")}
+
+
+def test_a_record_older_than_the_training_prompts_options_reads_as_the_grid(tmp_path):
+    """An adapter's calbench_train.json and a run file that lack --parameters and --widen were
+    trained on the paper's grid: read so, not as today's default (fresh parameters, widened 2x)."""
+    from calbench.training.cli import same_as
+
+    grid = TrainConfig(output=str(tmp_path / "run"), parameters="grid")
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "calbench_train.json").write_text(json.dumps({"config": _before_the_options(grid.resolve().to_dict())}))
+    assert same_as(grid, adapter) == []
+    assert same_as(TrainConfig(parameters="grid", widen=1.0), adapter) == []
+    assert same_as(TrainConfig(), adapter) == [
+        "parameters: asked 'fresh', adapter 'grid'",
+        "widen: asked 2.0, adapter 1.0",
+    ]
+    # A run folder of such a run resumes as the grid run it is, and refuses today's defaults.
+    run_folder.start(grid.resolve(), 1)
+    state = json.loads((tmp_path / "run" / run_folder.RUN_FILE).read_text())
+    state["options"] = _before_the_options(state["options"])
+    (tmp_path / "run" / run_folder.RUN_FILE).write_text(json.dumps(state))
+    assert run_folder.start(dataclasses.replace(grid, resume=True).resolve(), 1) == (None, None)
+    with pytest.raises(RunFolderError) as err:
+        run_folder.start(TrainConfig(output=str(tmp_path / "run"), resume=True).resolve(), 1)
+    assert "--parameters: run 'grid', now 'fresh'" in str(err.value) and "--widen: run 1.0, now 2.0" in str(err.value)
 
 
 # ---- the run folder, without training --------------------------------------------------------

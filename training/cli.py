@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from calbench.train_record import NOT_IDENTITY
+from calbench.train_record import NOT_IDENTITY, as_trained
 from calbench.training.config import TrainConfig, add_arguments, from_args
 
 
@@ -28,7 +28,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 def same_as(config: TrainConfig, adapter: Path) -> list[str]:
     """``option: asked X, adapter Y`` for each option that decides training where ``config`` and
     the run that made ``adapter`` differ (both resolved; an option the adapter's file lacks was
-    added to calbench train later, and had its default's effect)."""
+    added to calbench train later, and had the effect its default had then: ``train_record.BEFORE``)."""
     path = adapter / "calbench_train.json"
     try:
         recorded = dict(json.loads(path.read_text())["config"])
@@ -40,7 +40,7 @@ def same_as(config: TrainConfig, adapter: Path) -> list[str]:
         raise ValueError(f"{path}: options this calbench train does not know: {', '.join(unknown)}")
     if isinstance(recorded.get("target_modules"), list):
         recorded["target_modules"] = tuple(recorded["target_modules"])
-    theirs = TrainConfig(**recorded).resolve().to_dict()
+    theirs = TrainConfig(**as_trained(recorded)).resolve().to_dict()
     ours = config.resolve().to_dict()
     for side in (theirs, ours):  # LoRA targets are a set; chat left out means "if the tokenizer has a template"
         side["target_modules"] = sorted(side["target_modules"])

@@ -21,7 +21,7 @@ import yaml
 
 from calbench.leaderboard.checks import RefusedRunError, check_name
 from calbench.policy import MAX_SAMPLES
-from calbench.train_record import NOT_IDENTITY, OPTIONS
+from calbench.train_record import NOT_IDENTITY, OPTIONS, as_trained
 
 DEFAULTS = "defaults.yaml"
 RESULTS = Path("leaderboards") / "results"
@@ -247,9 +247,12 @@ def evaluations_of(path: Path, specs: Any, chat: bool, has_adapter: bool) -> tup
 
 
 def train_arguments(model: str, train: Mapping[str, Any]) -> list[str]:
-    """``calbench train``'s command-line options for a recipe's training config."""
+    """``calbench train``'s command-line options for a recipe's training config. A recipe means
+    what it meant when written: the training prompts it does not state are the paper's grid, fresh
+    parameters' ranges it does not state are not widened (``train_record.as_trained``), whatever
+    calbench train's default is now."""
     out = ["--model", model]
-    for key, value in train.items():
+    for key, value in as_trained(train).items():
         flag = "--" + key.replace("_", "-")
         if value is None:
             continue

@@ -16,7 +16,8 @@ A row::
     chat_template: true               # --apply_chat_template
     adapter:                          # a LoRA adapter, trained from this config if the folder is missing
       path: leaderboards/adapters/smollm2-135m-instruct-soft
-      train: {method: soft, max_steps: 60, ...}    # calbench train's options (defaults.yaml's train: under them)
+      train: {method: soft, max_steps: 60, ...}    # calbench train's options (defaults.yaml's train: under them;
+                                                   # no parameters: the paper's grid, as when recipes began)
     evaluations:                      # over defaults.yaml's: change some fields, or `false` to skip one
       sampling: {samples_per_prompt: 1000}
       likelihood: false

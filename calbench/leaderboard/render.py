@@ -39,6 +39,7 @@ from calbench.metrics.catalog import arrow
 from calbench.param_ranges import in_range
 from calbench.provenance import atomic_write
 from calbench.stats import Estimate, fmt
+from calbench.train_record import as_trained
 
 Cell = Estimate | str  # a value with its standard error, or why there is none
 Column = tuple[str, Callable[[Scored], Cell]]
@@ -140,9 +141,10 @@ def training_prompts(record: RunRecord) -> str:
     train = ((record.get("recipe") or {}).get("adapter") or {}).get("train")
     if not isinstance(train, Mapping):
         return "n/a"
-    if train.get("parameters", "grid") == "grid":
+    train = as_trained(train)
+    if train["parameters"] == "grid":
         return "grid"
-    widen = float(train.get("widen", 1.0))
+    widen = float(train["widen"])
     return "fresh" if widen == 1 else f"fresh, {widen:g}x ranges"
 
 
@@ -152,8 +154,7 @@ def unseen_in_range(record: RunRecord) -> str:
     kind = training_prompts(record)
     if kind == "n/a":
         return "n/a"
-    train = record["recipe"]["adapter"]["train"]
-    widen = float(train.get("widen", 1.0)) if kind != "grid" else 1.0
+    widen = float(as_trained(record["recipe"]["adapter"]["train"])["widen"]) if kind != "grid" else 1.0
     unseen = split_points("unseen", "selected")
     inside = sum(in_range(t, widen) for t in unseen)
     return f"{inside} of {len(unseen)}"
