@@ -16,7 +16,7 @@ import itertools
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any, Literal
 
 import numpy as np
@@ -738,8 +738,10 @@ def make_target(family: str, params: Mapping[str, float]) -> Target:
     return get_family(family).target(params)
 
 
+@lru_cache(maxsize=4096)
 def target_from_key(key: str) -> Target:
-    """The target a ``Target.key`` names, e.g. ``gaussian(mu=3.5,sigma=3)`` (a clear error otherwise)."""
+    """The target a ``Target.key`` names, e.g. ``gaussian(mu=3.5,sigma=3)`` (a clear error otherwise).
+    One object per key (a target is immutable; its law is built once, on first use)."""
     family, paren, inner = key.partition("(")
     try:
         if not (paren and inner.endswith(")")):

@@ -76,8 +76,12 @@ def _qualities(w1: np.ndarray, target: Target, size: int) -> np.ndarray:
 
 def chunk_quality(values: np.ndarray, target: Target) -> float:
     """q of one chunk of valid answers (module docstring)."""
-    w1 = pit.pit_w1(*pit.pit_intervals(values, target))
-    return float(_qualities(np.array([w1]), target, len(values))[0])
+    return _chunk_quality(*pit.pit_intervals(values, target), target)
+
+
+def _chunk_quality(a: np.ndarray, b: np.ndarray, target: Target) -> float:
+    """q of one chunk from its answers' PIT intervals."""
+    return float(_qualities(np.array([pit.pit_w1(a, b)]), target, a.size)[0])
 
 
 BOOT_REPS = 200  # bootstrap replicates behind the standard error of a prompt's only chunk
@@ -86,8 +90,8 @@ BOOT_REPS = 200  # bootstrap replicates behind the standard error of a prompt's 
 def _one_chunk_se(values: np.ndarray, target: Target) -> float:
     """The standard error of a lone chunk's q: the chunk resampled with replacement."""
     rng = np.random.default_rng(seed_for("score bootstrap", target.key, values.size))
-    resampled = values[rng.integers(0, values.size, size=(BOOT_REPS, values.size))]
-    return float(_qualities(pit.pit_w1_rows(resampled, target), target, values.size).std(ddof=1))
+    picks = rng.integers(0, values.size, size=(BOOT_REPS, values.size))
+    return float(_qualities(pit.resampled_pit_w1(values, picks, target), target, values.size).std(ddof=1))
 
 
 def prompt_score(values: Sequence[float] | np.ndarray, n: int, target: Target) -> Estimate:
@@ -100,7 +104,10 @@ def prompt_score(values: Sequence[float] | np.ndarray, n: int, target: Target) -
         return Estimate(0.0, v_se)  # s <= v, and v is only known to within its SE
     k = max(1, x.size // M_REF)
     size = M_REF if x.size >= M_REF else x.size
-    qs = np.array([chunk_quality(x[i * size : (i + 1) * size], target) for i in range(k)])
+    a, b = pit.pit_intervals(x[: k * size], target)  # the PIT once, for every chunk
+    qs = np.array(
+        [_chunk_quality(a[i * size : (i + 1) * size], b[i * size : (i + 1) * size], target) for i in range(k)]
+    )
     q = float(qs.mean())
     q_se = float(qs.std(ddof=1) / math.sqrt(k)) if k > 1 else _one_chunk_se(x[:size], target)
     return Estimate(v * q, math.hypot(q * v_se, v * q_se))

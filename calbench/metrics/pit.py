@@ -37,12 +37,14 @@ def pit_intervals(values: np.ndarray, target: Target) -> tuple[np.ndarray, np.nd
     """[a_i, b_i] of each valid sample: [F(x), F(x)] for continuous laws, [F(x - 1), F(x)] for integer ones."""
     x = np.asarray(values, dtype=float)
     law = target.law
+    distinct, inverse = np.unique(x, return_inverse=True)  # F once per distinct answer (they repeat)
+    inverse = inverse.reshape(x.shape)
     with np.errstate(over="ignore", divide="ignore"):  # far tails: F is 0 or 1, exactly what it returns
         if not target.integer:
-            u = np.clip(law.cdf(x), 0.0, 1.0)
+            u = np.clip(law.cdf(distinct), 0.0, 1.0)[inverse]
             return u, u
-        k = np.rint(x)
-        return np.clip(law.cdf(k - 1), 0.0, 1.0), np.clip(law.cdf(k), 0.0, 1.0)
+        k = np.rint(distinct)
+        return np.clip(law.cdf(k - 1), 0.0, 1.0)[inverse], np.clip(law.cdf(k), 0.0, 1.0)[inverse]
 
 
 def _ramps(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -162,6 +164,15 @@ def pit_w1_rows(rows: np.ndarray, target: Target) -> np.ndarray:
     if target.integer:
         return integer_pit_w1_ks(np.rint(rows), target)[0]
     return _uniform_distances(np.sort(np.clip(target.law.cdf(rows), 0.0, 1.0), axis=1))[0]
+
+
+def resampled_pit_w1(values: np.ndarray, picks: np.ndarray, target: Target) -> np.ndarray:
+    """``pit_w1_rows(values[picks], target)``, each row of ``picks`` a resample's indices: for a
+    continuous law the PIT of ``values`` is taken once and resampled with them."""
+    if target.integer:
+        return pit_w1_rows(values[picks], target)
+    u = np.clip(target.law.cdf(values), 0.0, 1.0)
+    return _uniform_distances(np.sort(u[picks], axis=1))[0]
 
 
 def _exact_pit_w1(target: Target, n: int, reps: int, seed: int) -> np.ndarray:
@@ -336,5 +347,5 @@ def pit_w1_se(values: np.ndarray, target: Target, seed: int = 0) -> float:
     floor = pit_floor(target, x.size, SPREAD_REPS).spread
     if x.size < 2:
         return floor
-    resampled = x[np.random.default_rng(seed).integers(0, x.size, size=(PIT_BOOT_REPS, x.size))]
-    return max(float(pit_w1_rows(resampled, target).std(ddof=1)), floor)
+    picks = np.random.default_rng(seed).integers(0, x.size, size=(PIT_BOOT_REPS, x.size))
+    return max(float(resampled_pit_w1(x, picks, target).std(ddof=1)), floor)
