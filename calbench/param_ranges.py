@@ -272,11 +272,15 @@ def min_grid_w1_iqr(target: Target) -> float:
     return float(np.abs(grid - ppf(target.law, _midpoints())).mean(axis=1).min() / _iqr(target))
 
 
+@cache
+def _training_values(family: Family) -> dict[str, frozenset[float]]:
+    points = family.points("train")
+    return {name: frozenset(t.params[name] for t in points) for name in family.param_names}
+
+
 def off_grid(target: Target) -> bool:
     """Every parameter strictly inside its training values' range and equal to none of them."""
-    points = target.family.points("train")
-    for name in target.family.param_names:
-        values = {t.params[name] for t in points}
+    for name, values in _training_values(target.family).items():
         x = target.params[name]
         if x in values or not min(values) < x < max(values):
             return False
