@@ -54,7 +54,7 @@ OPTIONS = (
 # What a record that lacks an option means: the run had the effect the option's default had when
 # the record was written. An adapter's calbench_train.json, a run file and a leaderboard recipe's
 # ``train:`` older than an option lack it; these are the options whose default has changed since,
-# with the value they had before (the paper's grid and ranges, LoRA). Today's defaults are never
+# with the value they had before (the paper's grid, and its ranges). Today's defaults are never
 # read into an older record: ``as_trained`` fills these in, and recipes keep meaning what they
 # meant when written (a recipe's ``train:`` without ``parameters`` trains the grid).
 BEFORE = {"parameters": "grid", "widen": 1.0}

@@ -6,8 +6,8 @@ equal compute for both target kinds (``leaderboards/generalization.md``; ``--par
 is the paper's). Method-dependent defaults (``None`` below) are resolved by ``resolve``, once
 per run: soft targets use 1001 strings, 1 sampled path per prompt per epoch and 3 epochs; hard
 targets use 16384 strings, 16 samples per prompt per epoch and 2 epochs; ``widen`` is 2 for
-fresh parameters, 1 for the grid. ``resolve`` returns a ``ResolvedTrainConfig``, whose sizes are numbers: what the
-trainer, the run folder and the model card take. The resolved config is printed and written
+fresh parameters, 1 for the grid. ``resolve`` returns a ``ResolvedTrainConfig``, whose sizes
+are numbers: what the trainer, the run folder and the model card take. The resolved config is printed and written
 beside the adapter.
 """
 
