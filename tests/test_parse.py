@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from calbench.families import make_target
-from calbench.parse import Answer, classify, parse_number, strip_think
+from calbench.parse import Answer, classify, never_parses, parse_number, strip_think
 
 BINOMIAL = make_target("binomial", {"n": 25, "p": 0.5})
 EXPONENTIAL = make_target("exponential", {"lambda": 7})
@@ -159,3 +159,35 @@ def test_never_raises(text: str) -> None:
 def test_every_spec_number_parses(text: str, pad: str) -> None:
     # The spec's regex is the definition: anything it matches is accepted, as float() reads it.
     assert parse_number(pad + text + pad) == float(text)
+
+
+@pytest.mark.parametrize(
+    ("prefix", "never"),
+    [
+        ("The", True),
+        (" 3x", True),
+        ("3,", True),
+        ("", False),
+        ("  -1.5e", False),
+        ("4 ", False),
+        ("<think>so", False),
+        ("\ufffd", False),
+        ("7 <", False),
+        ("a<think>", True),
+    ],
+)
+def test_never_parses_examples(prefix, never):
+    assert never_parses(prefix) is never
+
+
+PIECES = ["<think>", "</think>", "<", "5", "-", ".", "e", " ", "\n", "\u00a0", "\ufffd", "x", "t"]
+
+
+@settings(max_examples=3000, deadline=None)
+@given(
+    st.lists(st.sampled_from(PIECES), max_size=8).map("".join),
+    st.lists(st.sampled_from(PIECES), max_size=8).map("".join),
+)
+def test_a_prefix_that_never_parses_has_no_continuation_that_parses(prefix, rest):
+    if never_parses(prefix):
+        assert parse_number(prefix + rest) is None

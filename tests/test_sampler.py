@@ -168,6 +168,39 @@ def test_side_by_side_samples_follow_each_prompt(tiny_split):
 
 
 @torch.no_grad()
+def test_a_decided_sample_ends_where_it_is_decided_and_keeps_its_law(tiny_split):
+    # decided(tokens) ends a sample there: no sample goes on past a decided prefix, none stops
+    # before one, and each sample's law is still the model's probability of its tokens.
+    model = load_model(tiny_split)
+    prompt = torch.tensor([5, 6, 7])
+    stop, temperature, n, length = {2}, 0.1, 6000, 4
+
+    def decided(tokens: list[int]) -> bool:
+        return tokens[-1] % 3 == 0
+
+    def prob(seq: tuple[int, ...]) -> float:
+        logits = model(input_ids=torch.cat([prompt, torch.tensor(seq)])[None]).logits[0, prompt.numel() - 1 :]
+        logp = torch.log_softmax(logits.double() / temperature, -1)
+        return float(logp[torch.arange(len(seq)), torch.tensor(seq)].sum().exp())
+
+    torch.manual_seed(3)
+    (samples,) = sampler.sample_many(model, [prompt], [n], length, temperature, stop, decided=decided)
+    assert len(samples) == n
+    for s in samples:
+        assert not any(decided(s[:k]) or s[k - 1] in stop for k in range(1, len(s)))
+        assert len(s) == length or s[-1] in stop or decided(s)
+    seen = [tuple(s) for s in samples]
+    assert sum(len(s) < length and s[-1] not in stop for s in seen) > 100  # the hook did end samples
+    cells = sorted(set(seen), key=seen.count, reverse=True)[:10]
+    expected = np.array([prob(c) * n for c in cells])
+    observed = np.array([seen.count(c) for c in cells], dtype=float)
+    assert n - expected.sum() > 5
+    assert (
+        pooled_chisquare(np.append(observed, n - observed.sum()), np.append(expected, n - expected.sum())).pvalue > 1e-4
+    )
+
+
+@torch.no_grad()
 def test_side_by_side_edge_cases(tiny_split):
     model = load_model(tiny_split)
     t = torch.tensor

@@ -11,7 +11,7 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize("adapter", [None, "soft"])
-def test_enumeration_agrees_with_many_samples(smollm2, adapter):
+def test_enumeration_agrees_with_many_samples(smollm2, adapter, monkeypatch):
     """Proof that the enumerator is right on a real model: 2000 samples of SmolLM2 (base, and the
     published soft adapter) fall where the enumerated distribution says they must.
 
@@ -19,6 +19,11 @@ def test_enumeration_agrees_with_many_samples(smollm2, adapter):
     resolved mass may still end as text, the residual mass either way), and the sampled W1
     (``enum_w1``'s definition: both laws clipped to the law's window) within the 99% range of
     W1 over 400 sets of as many draws from the enumerated distribution, widened by its bound.
+
+    The samples come from ``generate_until`` (calbench-hf's sampler), which here stops a sample
+    as soon as no continuation of its text parses (``calbench.parse.never_parses``): only
+    validity and value are read, and both are then settled (the base model answers in prose, so
+    this saves its 32-token continuations).
     """
     from pathlib import Path
 
@@ -26,11 +31,12 @@ def test_enumeration_agrees_with_many_samples(smollm2, adapter):
     import torch
     from lm_eval.api.instance import Instance
 
+    from calbench.backends import hf, sampler
     from calbench.backends.hf import CalbenchHFLM
     from calbench.families import make_target
     from calbench.harness import enumeration_settings
     from calbench.metrics.enumeration import law_w1, score_enumeration
-    from calbench.parse import classify
+    from calbench.parse import classify, never_parses
     from calbench.prompt import prompt_text
     from calbench.stats import rate_se
 
@@ -41,6 +47,9 @@ def test_enumeration_agrees_with_many_samples(smollm2, adapter):
             pytest.skip(f"no published {adapter} adapter at {folder}")
         extra["peft"] = str(folder)
     lm = CalbenchHFLM(pretrained=str(smollm2), dtype="float32", device="cpu", **extra)
+    monkeypatch.setattr(
+        hf, "sample_many", lambda *a: sampler.sample_many(*a, decided=lambda t: never_parses(lm.tok_decode(t)))
+    )
     torch.manual_seed(0)
     gen = {"until": [], "do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_gen_toks": 32}
     rng = np.random.default_rng(0)
