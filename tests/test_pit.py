@@ -117,6 +117,24 @@ def test_batched_integer_pit_equals_one_row_at_a_time(target):
     np.testing.assert_allclose(ks, one_by_one[:, 1], atol=1e-15)
 
 
+@pytest.mark.parametrize(
+    "target",
+    [make_target("poisson", {"lambda": 4}), make_target("bernoulli", {"p": 0.1}),
+     make_target("skellam", {"mu1": 10.5, "mu2": 10.5}), make_target("geometric", {"p": 0.01})],
+    ids=lambda t: t.key,
+)  # fmt: skip
+def test_integer_pit_counts_by_bincount_as_by_sorting(target, monkeypatch):
+    """A narrow lattice's rows are tallied by bincount, a wide one's by sorting: the same numbers."""
+    from calbench.metrics import pit
+
+    draws = np.rint(target.law.rvs(size=(300, 50), random_state=np.random.default_rng(5)))
+    tallied = pit.integer_pit_w1_ks(draws, target)
+    monkeypatch.setattr(pit, "COUNTING_CELLS", 0)
+    sorted_ = pit.integer_pit_w1_ks(draws, target)
+    for a, b in zip(tallied, sorted_, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 # ---- the calibration score's threshold, to a stated precision (issue 36, case 19) ------------
 
 

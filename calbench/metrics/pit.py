@@ -182,16 +182,27 @@ def _exact_pit_w1(target: Target, n: int, reps: int, seed: int) -> np.ndarray:
     return pit_w1_rows(target.law.rvs(size=(reps, n), random_state=rng), target)
 
 
+COUNTING_CELLS = 10_000_000  # rows x lattice span below which integer draws are tallied by bincount (no sort)
+
+
 def integer_pit_w1_ks(draws: np.ndarray, target: Target) -> tuple[np.ndarray, np.ndarray]:
     """(pit_w1, pit_ks) of each row of integer samples at once (rows of equal length).
 
     Every row's G is a mixture of the same per-value ramps (one per distinct value v, on
     [F(v - 1), F(v)]), so all rows share the knots and G = counts @ ramps / n.
     """
-    values, inverse = np.unique(draws, return_inverse=True)
-    inverse = inverse.reshape(draws.shape)
-    counts = np.zeros((draws.shape[0], values.size))
-    np.add.at(counts, (np.repeat(np.arange(draws.shape[0]), draws.shape[1]), inverse.reshape(-1)), 1.0)
+    rows = draws.shape[0]
+    lo, hi = (float(draws.min()), float(draws.max())) if draws.size else (0.0, -1.0)
+    span = int(hi - lo) + 1
+    if draws.size and span * rows <= COUNTING_CELLS:  # a narrow lattice: count each row's values at once
+        offsets = (draws - lo).astype(np.int64) + span * np.arange(rows)[:, None]
+        tally = np.bincount(offsets.reshape(-1), minlength=rows * span).reshape(rows, span)
+        seen = tally.any(axis=0)
+        values, counts = lo + np.flatnonzero(seen).astype(float), tally[:, seen].astype(float)
+    else:
+        values, inverse = np.unique(draws, return_inverse=True)
+        counts = np.zeros((rows, values.size))
+        np.add.at(counts, (np.repeat(np.arange(rows), draws.shape[1]), inverse.reshape(-1)), 1.0)
     return _distances(counts / draws.shape[1], *pit_intervals(values, target))
 
 
