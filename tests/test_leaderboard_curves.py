@@ -188,6 +188,11 @@ def test_the_spread_over_seeds_is_the_mean_and_sd_of_each_runs_last_point(tmp_pa
     rows = {line.split("|")[2].strip(): line for line in curve_page.spread(spec, points).splitlines()[2:]}
     assert rows["s3"].split("|")[at].strip() == "n/a" and rows["s1"].split("|")[at].strip() != "n/a"
     assert rows["**mean** (3 runs)"].split("|")[at].strip() == "n/a"
+    # a seed whose last point has the numbers, at another step (a fit point of a run still training)
+    points["s3"] = [{**_point(answers["s3"]), "curve": {"step": 40, "examples": 640}}]
+    rows = {line.split("|")[2].strip(): line for line in curve_page.spread(spec, points).splitlines()[2:]}
+    assert rows["s3"].split("|")[at].strip() != "n/a"
+    assert all(rows[f"**{s}** (3 runs)"].split("|")[at].strip() == "n/a" for s in ("mean", "sd over runs"))
 
 
 def test_the_seed_sd_is_what_the_runs_spread_beyond_their_own_sampling_errors():

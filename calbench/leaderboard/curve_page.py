@@ -149,19 +149,23 @@ def seed_sd(estimates: Sequence[Estimate]) -> float:
 def spread(curves: Curves, points: Mapping[str, Sequence[RunRecord | Point]]) -> str:
     """Each group's runs (the same recipe, other seeds) at their last point: every run, then the
     mean, the sample standard deviation over the group's runs and the part of it that sampling
-    noise does not explain (``seed_sd``)."""
+    noise does not explain (``seed_sd``), where every run's last point is at one step."""
     pts = as_points(points)
     groups: dict[str, list[tuple[CurveRun, dict[str, Estimate]]]] = {}
+    steps: dict[str, set[int]] = {}
     for run in curves.runs:
         if run.group is not None and run.name in pts:
             groups.setdefault(run.group, []).append((run, pts[run.name][-1].numbers))
+            steps.setdefault(run.group, set()).add(int(pts[run.name][-1].curve["step"]))
     lines = []
     for group, members in groups.items():
-        # a run still training (or its final point not scored yet) lacks some numbers: "n/a" there
+        # a run still training (or its final point not scored yet) lacks some numbers: "n/a" there;
+        # and the group's summaries are n/a while its runs' last points are at different steps
         keys = list(dict.fromkeys(k for _, numbers in members for k in numbers))
         for run, numbers in members:
             lines.append([group, run.name, *(fmt(numbers.get(k, UNDEFINED)) for k in keys)])
         if len(members) > 1:
+            one_step = len(steps[group]) == 1
             summaries: tuple[tuple[str, Callable[[list[Estimate]], float]], ...] = (
                 ("mean", lambda e: float(np.mean([x.value for x in e]))),
                 ("sd over runs", lambda e: float(np.std([x.value for x in e], ddof=1))),
@@ -172,7 +176,7 @@ def spread(curves: Curves, points: Mapping[str, Sequence[RunRecord | Point]]) ->
                 for k in keys:
                     got = [n.get(k, UNDEFINED) for _, n in members]
                     estimates = [e for e in got if math.isfinite(e.value) and math.isfinite(e.se)]
-                    cells.append(f"{fn(estimates):.3g}" if len(estimates) == len(members) else "n/a")
+                    cells.append(f"{fn(estimates):.3g}" if one_step and len(estimates) == len(members) else "n/a")
                 lines.append([group, f"**{name}** ({len(members)} runs)", *cells])
     if not lines:
         return ""
