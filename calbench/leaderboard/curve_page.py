@@ -186,6 +186,9 @@ def spread(curves: Curves, points: Mapping[str, Sequence[RunRecord | Point]]) ->
     )
 
 
+LEGEND_COLUMNS = 3  # the curve plot's legend, below its panels
+
+
 def draw(curves: Curves, points: Mapping[str, Sequence[RunRecord | Point]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
@@ -199,7 +202,9 @@ def draw(curves: Curves, points: Mapping[str, Sequence[RunRecord | Point]], path
     pts = as_points(points)
     present = {k for run in pts.values() for point in run for k in point.numbers}
     metrics = [(k, label) for k, label in candidates if k in present]
-    fig, axes = plt.subplots(1, len(metrics), figsize=(max(11, 3.6 * len(metrics)), 4), squeeze=False)
+    rows = math.ceil(sum(run.name in pts for run in curves.runs) / LEGEND_COLUMNS)  # the legend's, below
+    height = 4 + 0.22 * rows
+    fig, axes = plt.subplots(1, len(metrics), figsize=(max(11, 3.6 * len(metrics)), height), squeeze=False)
     for ax, (key, label) in zip(axes[0], metrics, strict=True):
         for run in curves.runs:
             if run.name not in pts:
@@ -215,9 +220,10 @@ def draw(curves: Curves, points: Mapping[str, Sequence[RunRecord | Point]], path
         ax.set_xlabel("training examples seen")
         ax.set_title(label, fontsize=10)
         ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=8)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=LEGEND_COLUMNS, fontsize=8, frameon=False)
     fig.suptitle("Learning curves: 95% intervals", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, (0.22 * rows + 0.1) / height, 1, 1))  # the panels above the legend
     save(fig, path)
     plt.close(fig)
 
