@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from calbench.provenance import atomic_write, exclusive_lock, sha256_file, weights_hash
-from calbench.train_record import BEFORE, NOT_IDENTITY
+from calbench.train_record import NOT_IDENTITY, as_trained
 from calbench.training.config import ResolvedTrainConfig, TrainConfig
 
 RUN_FILE = "calbench_run.json"
@@ -294,9 +294,9 @@ def finish(folder: Path, summary: dict[str, Any]) -> None:
 def _differences(previous: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
     out = []
     # An option the run file lacks was added to calbench train later: the run had the effect its
-    # default had then (train_record.BEFORE), or today's where that has not changed.
-    defaults = {k: v for k, v in {**TrainConfig().resolve().to_dict(), **BEFORE}.items() if k not in NOT_IDENTITY}
-    old, new = {**defaults, **previous.get("options", {})}, wanted["options"]
+    # default had then (train_record.as_trained), or today's where that has not changed.
+    defaults = {k: v for k, v in TrainConfig().resolve().to_dict().items() if k not in NOT_IDENTITY}
+    old, new = {**defaults, **as_trained(previous.get("options", {}))}, wanted["options"]
     by_weights = "base_model" in previous  # the base is its weights, not how --model spells it
     for key in sorted(set(old) | set(new)):
         if key == "model" and by_weights:

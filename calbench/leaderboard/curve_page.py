@@ -151,21 +151,20 @@ def spread(curves: Curves, points: Mapping[str, Sequence[RunRecord | Point]]) ->
     mean, the sample standard deviation over the group's runs and the part of it that sampling
     noise does not explain (``seed_sd``), where every run's last point is at one step."""
     pts = as_points(points)
-    groups: dict[str, list[tuple[CurveRun, dict[str, Estimate]]]] = {}
-    steps: dict[str, set[int]] = {}
+    groups: dict[str, list[tuple[CurveRun, Point]]] = {}
     for run in curves.runs:
         if run.group is not None and run.name in pts:
-            groups.setdefault(run.group, []).append((run, pts[run.name][-1].numbers))
-            steps.setdefault(run.group, set()).add(int(pts[run.name][-1].curve["step"]))
+            groups.setdefault(run.group, []).append((run, pts[run.name][-1]))
     lines = []
-    for group, members in groups.items():
+    for group, last in groups.items():
+        members = [(run, point.numbers) for run, point in last]
         # a run still training (or its final point not scored yet) lacks some numbers: "n/a" there;
         # and the group's summaries are n/a while its runs' last points are at different steps
         keys = list(dict.fromkeys(k for _, numbers in members for k in numbers))
         for run, numbers in members:
             lines.append([group, run.name, *(fmt(numbers.get(k, UNDEFINED)) for k in keys)])
         if len(members) > 1:
-            one_step = len(steps[group]) == 1
+            one_step = len({int(point.curve["step"]) for _, point in last}) == 1
             summaries: tuple[tuple[str, Callable[[list[Estimate]], float]], ...] = (
                 ("mean", lambda e: float(np.mean([x.value for x in e]))),
                 ("sd over runs", lambda e: float(np.std([x.value for x in e], ddof=1))),
@@ -202,8 +201,8 @@ def draw(curves: Curves, points: Mapping[str, Sequence[RunRecord | Point]], path
     pts = as_points(points)
     present = {k for run in pts.values() for point in run for k in point.numbers}
     metrics = [(k, label) for k, label in candidates if k in present]
-    rows = math.ceil(sum(run.name in pts for run in curves.runs) / LEGEND_COLUMNS)  # the legend's, below
-    height = 4 + 0.22 * rows
+    legend = 0.22 * math.ceil(sum(run.name in pts for run in curves.runs) / LEGEND_COLUMNS)  # inches, below
+    height = 4 + legend
     fig, axes = plt.subplots(1, len(metrics), figsize=(max(11, 3.6 * len(metrics)), height), squeeze=False)
     for ax, (key, label) in zip(axes[0], metrics, strict=True):
         for run in curves.runs:
@@ -223,7 +222,7 @@ def draw(curves: Curves, points: Mapping[str, Sequence[RunRecord | Point]], path
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=LEGEND_COLUMNS, fontsize=8, frameon=False)
     fig.suptitle("Learning curves: 95% intervals", fontsize=10)
-    fig.tight_layout(rect=(0, (0.22 * rows + 0.1) / height, 1, 1))  # the panels above the legend
+    fig.tight_layout(rect=(0, (legend + 0.1) / height, 1, 1))  # the panels above the legend
     save(fig, path)
     plt.close(fig)
 

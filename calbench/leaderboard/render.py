@@ -136,25 +136,34 @@ SPLIT_LABELS = {
 }
 
 
-def training_prompts(record: RunRecord) -> str:
-    """An adapter's training distribution, from its recipe: the grid or fresh parameters."""
+def _trained(record: RunRecord) -> tuple[str, float] | None:
+    """An adapter's training prompts and the factor their ranges were widened by (1 for the grid),
+    from its recipe (``train_record.as_trained``); None without a training recipe."""
     train = ((record.get("recipe") or {}).get("adapter") or {}).get("train")
     if not isinstance(train, Mapping):
-        return "n/a"
+        return None
     train = as_trained(train)
-    if train["parameters"] == "grid":
+    return train["parameters"], 1.0 if train["parameters"] == "grid" else float(train["widen"])
+
+
+def training_prompts(record: RunRecord) -> str:
+    """An adapter's training distribution, from its recipe: the grid or fresh parameters."""
+    trained = _trained(record)
+    if trained is None:
+        return "n/a"
+    parameters, widen = trained
+    if parameters == "grid":
         return "grid"
-    widen = float(train["widen"])
     return "fresh" if widen == 1 else f"fresh, {widen:g}x ranges"
 
 
 def unseen_in_range(record: RunRecord) -> str:
     """Whether the adapter's training ranges cover the unseen split's prompts (then the unseen
     column measures interpolation, not extrapolation): the share of its 24 prompts inside them."""
-    kind = training_prompts(record)
-    if kind == "n/a":
+    trained = _trained(record)
+    if trained is None:
         return "n/a"
-    widen = float(as_trained(record["recipe"]["adapter"]["train"])["widen"]) if kind != "grid" else 1.0
+    widen = trained[1]
     unseen = split_points("unseen", "selected")
     inside = sum(in_range(t, widen) for t in unseen)
     return f"{inside} of {len(unseen)}"
