@@ -35,3 +35,28 @@ def test_two_processes_asking_at_once_convert_the_model_once(tmp_path, monkeypat
         t.join()
     assert len(converted) == 1
     assert found == [tmp_path / "models" / model_catalogue.DEFAULT_MODEL] * 2
+
+
+def test_a_conversion_parses_the_gguf_file_once(tmp_path):
+    """transformers builds a GGUF reader for the tokenizer, the config and the weights; parsing
+    Gemma's 262k-token vocabulary three times was most of its conversion. Inside the conversion
+    one reader serves all three; outside it, each call parses afresh again."""
+    import gguf
+    import numpy as np
+
+    path = tmp_path / "tiny.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_block_count(1)
+    writer.add_tensor("token_embd.weight", np.arange(6, dtype=np.float32).reshape(2, 3))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    original = gguf.GGUFReader
+    with model_catalogue._gguf_parsed_once():
+        first = gguf.GGUFReader(path)
+        assert gguf.GGUFReader(str(path)) is first
+        assert first.get_field("llama.block_count").contents() == 1
+        assert np.array_equal(first.tensors[0].data, np.arange(6, dtype=np.float32).reshape(2, 3))
+    assert gguf.GGUFReader is original
+    assert gguf.GGUFReader(path) is not first
