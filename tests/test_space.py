@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from calbench.families import FAMILIES, InvalidParametersError, make_target
 from calbench.parse import in_support
-from calbench.space import canonical_space, format_lattice
+from calbench.space import EVAL_MAX_BINS, canonical_space, format_lattice
 
 
 def test_gaussian_known_values() -> None:
@@ -196,17 +196,18 @@ def test_lattice_points_on_the_bounds_belong_to_the_space(
     assert len(space) == _exact_upper_k(a, b, decimals) - _exact_lower_k(a, b, decimals) + 1
 
 
-@pytest.mark.integration  # exhaustive over the grid (about 15 s): the README's command runs it
 def test_uniform_grid_bounds_match_exact_decimal_arithmetic() -> None:
-    # Every uniform grid point of every split, checked against Decimal (not the code's floats).
+    # Every uniform grid point of every split, checked against Decimal (not the code's floats),
+    # in the space evaluation builds: thinned to EVAL_MAX_BINS, its ends the exact lattice bounds.
     checked = 0
     for split in ("train", "unseen", "heldout"):
         for target in FAMILIES["uniform"].points(split):
             a, b = target.params["a"], target.params["b"]
-            space = canonical_space(target, max_bins=10**7)
+            space = canonical_space(target)
             lo_k, hi_k = _exact_lower_k(a, b, 5), _exact_upper_k(a, b, 5)
             assert space.strings[0] == f"{Decimal(lo_k).scaleb(-5):.5f}", target.key
             assert space.strings[-1] == f"{Decimal(hi_k).scaleb(-5):.5f}", target.key
+            assert len(space) == min(hi_k - lo_k + 1, EVAL_MAX_BINS), target.key
             checked += 1
     assert checked > 50
 
@@ -254,7 +255,6 @@ def _triangular_quantile(a: Decimal, c: Decimal, b: Decimal, q: Decimal) -> Deci
     return b - ((1 - q) * (b - a) * (b - c)).sqrt()
 
 
-@pytest.mark.integration  # exhaustive over the grid (about 15 s): the README's command runs it
 def test_triangular_grid_bounds_match_exact_decimal_arithmetic() -> None:
     import decimal
 
@@ -264,7 +264,7 @@ def test_triangular_grid_bounds_match_exact_decimal_arithmetic() -> None:
                 a, c, b = (Decimal(repr(target.params[k])) for k in ("a", "c", "b"))
                 lo = _triangular_quantile(a, c, b, Decimal("0.001")).scaleb(5).to_integral_value("ROUND_CEILING")
                 hi = _triangular_quantile(a, c, b, Decimal("0.999")).scaleb(5).to_integral_value("ROUND_FLOOR")
-                space = canonical_space(target, max_bins=10**7)
+                space = canonical_space(target)  # thinned as evaluation builds it; its ends are exact
                 assert (space.strings[0], space.strings[-1]) == (
                     f"{Decimal(lo).scaleb(-5):.5f}",
                     f"{Decimal(hi).scaleb(-5):.5f}",
