@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,7 +24,7 @@ from calbench.leaderboard.numbers import EXACT_TASKS, LIKELIHOOD_TASKS, SAMPLING
 from calbench.leaderboard.recipe_fields import train_arguments
 from calbench.leaderboard.recipes import Recipe
 from calbench.leaderboard.record_types import RunRecord
-from calbench.leaderboard.rows import WORKDIR, run_calbench, run_row, say, training_failed
+from calbench.leaderboard.rows import WORKDIR, not_trained_as, run_calbench, run_row, say, training_failed
 from calbench.train_record import logged_loss
 
 
@@ -146,14 +144,8 @@ def check_trained_as(run: CurveRun, adapter: Path) -> None:
     """A finished run was trained with the recipe's options (``calbench train --same-as``), or
     ``RefusedRunError``: a recipe changed after its run finished is neither scored as if it had
     been retrained nor retrained over the run folder (remove the folder to retrain)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "calbench", "train", *train_arguments(run.model, run.train), "--same-as", str(adapter)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        why = "; ".join(line.removeprefix("calbench train: ") for line in done.stderr.strip().splitlines())
+    why = not_trained_as(run.model, run.train, adapter)
+    if why is not None:
         raise RefusedRunError(
             f"{run.name}: its finished run {adapter.parent} was trained with other options than the recipe's "
             f"({why}): fix the recipe, or remove the run folder to train it again"

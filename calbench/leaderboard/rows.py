@@ -68,12 +68,8 @@ def ensure_adapter(recipe: Recipe, workdir: Path) -> None:
     folder = Path(recipe.adapter)
     present = (folder / "adapter_config.json").is_file()
     if present and recipe.train is not None:
-        args = [*train_arguments(recipe.model, recipe.train), "--same-as", str(folder)]
-        done = subprocess.run(
-            [sys.executable, "-m", "calbench", "train", *args], capture_output=True, text=True, check=False
-        )
-        if done.returncode != 0:
-            why = "; ".join(line.removeprefix("calbench train: ") for line in done.stderr.strip().splitlines())
+        why = not_trained_as(recipe.model, recipe.train, folder)
+        if why is not None:
             raise RefusedRunError(
                 f"{folder} was not trained as {recipe.path} says ({why}): fix the recipe, or move the adapter away to retrain it"
             )
@@ -95,6 +91,20 @@ def ensure_adapter(recipe: Recipe, workdir: Path) -> None:
     portable_output(partial / "calbench_train.json", recipe.name)
     partial.rename(folder)
     say(f"{recipe.name}: adapter written to {folder}")
+
+
+def not_trained_as(model: str, train: Mapping[str, Any], adapter: Path) -> str | None:
+    """Why ``adapter`` was not trained as the recipe's ``train`` options say (``calbench train
+    --same-as``, in a fresh process: the training add-on is not imported here), or None."""
+    done = subprocess.run(
+        [sys.executable, "-m", "calbench", "train", *train_arguments(model, train), "--same-as", str(adapter)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode == 0:
+        return None
+    return "; ".join(line.removeprefix("calbench train: ") for line in done.stderr.strip().splitlines())
 
 
 def training_failed(name: str, run: Path) -> str:
