@@ -7,6 +7,7 @@ with the module's own helpers, so that a change of the module is caught by its d
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -14,7 +15,7 @@ import pytest
 
 from calbench import param_ranges as pr
 from calbench.backends.references import LookupLM, OracleLM
-from calbench.families import FAMILIES, make_target, split_points
+from calbench.families import FAMILIES, InvalidParametersError, make_target, round_params, split_points
 from calbench.parse import classify
 from calbench.training.data import family_balanced, fresh_targets
 
@@ -70,6 +71,29 @@ def test_widened_ranges_cover_the_unseen_split_and_clip_to_the_domain():
     assert sigma.bounds(2.0) == pytest.approx((0.25, 4.0))  # 0.5..2 about its geometric centre 1
     with pytest.raises(ValueError, match="widen"):
         pr.draw(FAMILIES["gaussian"], np.random.default_rng(0), widen=0.5)
+
+
+@pytest.mark.parametrize("widen", [1.0, 2.0, 10.0])
+def test_every_corner_of_a_widened_range_builds_its_law(widen):
+    """``draw`` checks a draw's parameters, not its law (built where it is used): each law's
+    arguments are monotone in each axis, so a law that builds at every valid corner of the widened
+    box (the extremes, where exp or a division would overflow) builds inside it."""
+    for family in TRAINING:
+        bounds = []
+        for axis in pr.axes(family):
+            lo, hi = axis.bounds(widen)
+            bounds.append((axis.name, (math.ceil(lo - 1e-9), math.floor(hi + 1e-9)) if axis.integer else (lo, hi)))
+        derive = family.grids["train"].derive
+        built = 0
+        for corner in itertools.product(*(values for _, values in bounds)):
+            combo = {name: float(v) for (name, _), v in zip(bounds, corner, strict=True)}
+            try:
+                target = family.target(round_params(family, derive(**combo) if derive else combo))
+            except InvalidParametersError:  # a corner outside the family's own check (N > M)
+                continue
+            assert np.isfinite(target.law.ppf(0.5)), target.key
+            built += 1
+        assert built > 0, family.name
 
 
 @pytest.mark.parametrize("family", TRAINING, ids=lambda f: f.name)
