@@ -129,6 +129,7 @@ def convert(gguf: Path, out: Path) -> Path:
     """
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers.initialization import no_init_weights
 
     tmp = out.with_name(out.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -138,7 +139,9 @@ def convert(gguf: Path, out: Path) -> Path:
     config = loaded.config.to_dict()
     for key in ("quantization_config", "_name_or_path"):
         config.pop(key, None)
-    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**config), dtype=torch.float32)
+    with no_init_weights():  # every weight is loaded below (strictly): a random init first took 8 s for Gemma
+        model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**config), dtype=torch.float32)
+    model.tie_weights()  # skipped with the init: a tied lm_head would be saved as a tensor of its own
     model.load_state_dict(loaded.state_dict())
     model.generation_config = loaded.generation_config
     model.save_pretrained(tmp)
