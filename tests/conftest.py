@@ -40,6 +40,17 @@ LONG_FIRST = (  # at 875b205: pytest -m "" -n 1 --dist loadfile --durations=0, s
 
 
 def pytest_configure(config):
+    # With PYTHONDONTWRITEBYTECODE set (CI machines set it), no process writes the compiled modules of
+    # calbench's own source tree (an editable install: pip compiles only site-packages), so every
+    # `calbench` subprocess of the suite compiled them again (0.2-0.3 s of its start). Compiled once
+    # here, by the controller, before any worker starts; compileall writes whatever that variable says.
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        import compileall
+        from pathlib import Path
+
+        root = Path(__file__).resolve().parents[1]
+        for package in ("calbench", "training"):
+            compileall.compile_dir(root / package, quiet=1, workers=0)
     # xdist reorders --dist loadfile's modules by their number of tests (most first) unless told not to:
     # the two-test enumeration module, the longest, then ran last, one worker idle beside it.
     if hasattr(config.option, "loadscopereorder"):
