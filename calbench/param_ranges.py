@@ -187,8 +187,9 @@ def draw(family: Family | str, rng: np.random.Generator, widen: float = 1.0, avo
     derive = family.grids["train"].derive
     for _ in range(MAX_TRIES):
         combo = _draw_axes(family, rng, widen)
-        try:  # a Target checks its parameters (domains and the family's own check); its law is
-            # built where it is used (freezing a scipy law costs 1 ms, three quarters of a draw)
+        # A Target checks its parameters (their domains and the family's own check); its law is built
+        # where it is used, not here (freezing a scipy law costs about 1 ms, three quarters of a draw).
+        try:
             target = family.target(round_params(family, derive(**combo) if derive else combo))
         except InvalidParametersError:  # e.g. a hypergeometric sample larger than its population
             continue

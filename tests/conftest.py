@@ -43,7 +43,7 @@ def pytest_configure(config):
     # With PYTHONDONTWRITEBYTECODE set (CI machines set it), no process writes the compiled modules of
     # calbench's own source tree (an editable install: pip compiles only site-packages), so every
     # `calbench` subprocess of the suite compiled them again (0.2-0.3 s of its start). Compiled once
-    # here, by the controller, before any worker starts; compileall writes whatever that variable says.
+    # here, by the controller, before any worker starts (compileall writes them whatever that variable says).
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         import compileall
         from pathlib import Path
