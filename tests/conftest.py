@@ -51,10 +51,42 @@ def pytest_configure(config):
         root = Path(__file__).resolve().parents[1]
         for package in ("calbench", "training"):
             compileall.compile_dir(root / package, quiet=1, workers=0)
+        compile_environment()
     # xdist reorders --dist loadfile's modules by their number of tests (most first) unless told not to:
     # the two-test enumeration module, the longest, then ran last, one worker idle beside it.
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
+
+
+def compile_environment() -> None:
+    """Compiles the modules of the virtual environment's site-packages that have no up-to-date
+    bytecode, on every core. The README's test command installs with ``pip install --no-compile``:
+    pip compiles one file at a time (about 50 s of its install for the 17,600 modules of torch,
+    transformers, lm-eval and the rest), and without compiled modules every process of the suite
+    would compile what it imports, again and again under PYTHONDONTWRITEBYTECODE. After a plain
+    ``pip install`` nothing is stale and this costs about a second. Files that do not compile
+    (torch ships a few in Python 3.12 syntax) are left as pip leaves them."""
+    import compileall
+    import importlib.util
+    import sys
+    import sysconfig
+    from concurrent.futures import ProcessPoolExecutor
+    from functools import partial
+    from pathlib import Path
+
+    if sys.prefix == sys.base_prefix:  # not a virtual environment: the system's packages are not ours to write
+        return
+    stale = []
+    for source in Path(sysconfig.get_paths()["purelib"]).rglob("*.py"):
+        compiled = Path(importlib.util.cache_from_source(str(source)))
+        if not compiled.exists() or compiled.stat().st_mtime < source.stat().st_mtime:
+            stale.append(str(source))
+    if len(stale) < 200:  # a few (the ones that never compile): not worth a pool
+        for source in stale:
+            compileall.compile_file(source, quiet=2)
+        return
+    with ProcessPoolExecutor() as pool:
+        list(pool.map(partial(compileall.compile_file, quiet=2), stale, chunksize=64))
 
 
 def pytest_collection_modifyitems(config, items):
@@ -100,3 +132,21 @@ def smollm2():
     from calbench import model_catalogue
 
     return model_catalogue.model_path("smollm2-135m-instruct")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def environment_report_once():
+    """lm-eval puts torch's environment report in every evaluation's results (``add_env_info``:
+    ``torch.utils.collect_env.get_pretty_env_info``, which runs ``pip list`` and a dozen other
+    commands: 0.5-0.8 s of CPU). A test process's environment does not change while it runs, so
+    the suite collects the report once per process and every in-process evaluation gets that same
+    text (about 80 of the full run's evaluations are in-process; a ``calbench eval`` subprocess
+    collects its own)."""
+    from functools import cache
+
+    from torch.utils import collect_env
+
+    original = collect_env.get_pretty_env_info
+    collect_env.get_pretty_env_info = cache(original)
+    yield
+    collect_env.get_pretty_env_info = original
