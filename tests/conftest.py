@@ -82,8 +82,8 @@ def compile_environment() -> None:
         if not compiled.exists() or compiled.stat().st_mtime < source.stat().st_mtime:
             stale.append(str(source))
     if len(stale) < 200:  # a few (the ones that never compile): not worth a pool
-        for source in stale:
-            compileall.compile_file(source, quiet=2)
+        for name in stale:
+            compileall.compile_file(name, quiet=2)
         return
     with ProcessPoolExecutor() as pool:
         list(pool.map(partial(compileall.compile_file, quiet=2), stale, chunksize=64))
