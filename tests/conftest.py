@@ -40,48 +40,47 @@ LONG_FIRST = (  # at 875b205: pytest -m "" -n 1 --dist loadfile --durations=0, s
 
 
 def pytest_configure(config):
-    # With PYTHONDONTWRITEBYTECODE set (CI machines set it), no process writes the compiled modules of
-    # calbench's own source tree (an editable install: pip compiles only site-packages), so every
-    # `calbench` subprocess of the suite compiled them again (0.2-0.3 s of its start). Compiled once
-    # here, by the controller, before any worker starts (compileall writes them whatever that variable says).
+    # Compiled once here, by the controller, before any worker starts (compile_stale): calbench's own
+    # source tree (each `calbench` subprocess of the suite compiled it again, 0.2-0.3 s of its start)
+    # and the environment's packages (compileall writes bytecode whatever PYTHONDONTWRITEBYTECODE says).
     if not os.environ.get("PYTEST_XDIST_WORKER"):
-        import compileall
+        import sys
+        import sysconfig
         from pathlib import Path
 
         root = Path(__file__).resolve().parents[1]
-        for package in ("calbench", "training"):
-            compileall.compile_dir(root / package, quiet=1, workers=0)
-        compile_environment()
+        folders = [root / "calbench", root / "training"]
+        if sys.prefix != sys.base_prefix:  # a virtual environment's packages (the system's are not ours to write)
+            folders.append(Path(sysconfig.get_paths()["purelib"]))
+        compile_stale(folders)
     # xdist reorders --dist loadfile's modules by their number of tests (most first) unless told not to:
     # the two-test enumeration module, the longest, then ran last, one worker idle beside it.
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
 
 
-def compile_environment() -> None:
-    """Compiles the modules of the virtual environment's site-packages that have no up-to-date
-    bytecode, on every core. The README's test command installs with ``pip install --no-compile``:
-    pip compiles one file at a time (about 50 s of its install for the 17,600 modules of torch,
-    transformers, lm-eval and the rest), and without compiled modules every process of the suite
-    would compile what it imports, again and again under PYTHONDONTWRITEBYTECODE. After a plain
-    ``pip install`` nothing is stale and this costs about a second. Files that do not compile
+def compile_stale(folders: list) -> None:
+    """Compiles the modules under ``folders`` that have no up-to-date bytecode, on every core.
+
+    The README's test command installs with ``pip install --no-compile``: pip compiles one file at
+    a time (the install fell by 40-45 s without it), and without compiled modules every process of
+    the suite would compile what it imports, again and again under PYTHONDONTWRITEBYTECODE (set on
+    CI machines; calbench's own editable source tree is never compiled by pip at all). After a plain
+    ``pip install`` nothing is stale and the scan costs about a second. Files that do not compile
     (torch ships a few in Python 3.12 syntax) are left as pip leaves them."""
     import compileall
     import importlib.util
-    import sys
-    import sysconfig
     from concurrent.futures import ProcessPoolExecutor
     from functools import partial
     from pathlib import Path
 
-    if sys.prefix == sys.base_prefix:  # not a virtual environment: the system's packages are not ours to write
-        return
     stale = []
-    for source in Path(sysconfig.get_paths()["purelib"]).rglob("*.py"):
-        compiled = Path(importlib.util.cache_from_source(str(source)))
-        if not compiled.exists() or compiled.stat().st_mtime < source.stat().st_mtime:
-            stale.append(str(source))
-    if len(stale) < 200:  # a few (the ones that never compile): not worth a pool
+    for folder in folders:
+        for source in Path(folder).rglob("*.py"):
+            compiled = Path(importlib.util.cache_from_source(str(source)))
+            if not compiled.exists() or compiled.stat().st_mtime < source.stat().st_mtime:
+                stale.append(str(source))
+    if len(stale) < 200:  # a few (an edited module, the ones that never compile): not worth a pool
         for name in stale:
             compileall.compile_file(name, quiet=2)
         return
@@ -138,10 +137,9 @@ def smollm2():
 def environment_report_once():
     """lm-eval puts torch's environment report in every evaluation's results (``add_env_info``:
     ``torch.utils.collect_env.get_pretty_env_info``, which runs ``pip list`` and a dozen other
-    commands: 0.5-0.8 s of CPU). A test process's environment does not change while it runs, so
-    the suite collects the report once per process and every in-process evaluation gets that same
-    text (about 80 of the full run's evaluations are in-process; a ``calbench eval`` subprocess
-    collects its own)."""
+    commands: 0.5-1 s). A test process's environment does not change while it runs, so the suite
+    collects the report once per process and every evaluation in it gets that same text (a full
+    run makes 104 evaluations; a ``calbench eval`` subprocess collects its own)."""
     from functools import cache
 
     from torch.utils import collect_env

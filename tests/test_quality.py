@@ -102,24 +102,21 @@ def test_ci_stops_when_any_step_of_the_readme_command_fails(tmp_path, failing):
 @pytest.mark.parametrize("modules", [3, 300])  # alone, and in a pool
 def test_the_suite_compiles_what_the_install_left_uncompiled(tmp_path, monkeypatch, modules):
     """The README's install skips pip's byte-compilation (``--no-compile``); the suite's first step
-    (``conftest.compile_environment``) compiles the environment's modules that lack bytecode, and
-    leaves alone those that do not compile."""
+    (``conftest.compile_stale``) compiles the modules that lack bytecode, and leaves alone those
+    that do not compile."""
     import importlib.util
-    import sysconfig
 
-    from conftest import compile_environment
+    from conftest import compile_stale
 
-    monkeypatch.setattr(sysconfig, "get_paths", lambda: {"purelib": str(tmp_path)})
-    monkeypatch.setattr(sys, "base_prefix", sys.prefix + "-base")  # as in a virtual environment
     sources = [tmp_path / "pkg" / f"m{i}.py" for i in range(modules)]
     sources[0].parent.mkdir()
     for source in sources:
         source.write_text("X = 1\n")
     broken = tmp_path / "pkg" / "newer_syntax.py"
     broken.write_text("def f[T](a) -> :\n")  # as torch's few modules in newer syntax: not Python here
-    compile_environment()
+    compile_stale([tmp_path])
     assert all(Path(importlib.util.cache_from_source(str(s))).is_file() for s in sources)
     assert not Path(importlib.util.cache_from_source(str(broken))).exists()
     stamp = Path(importlib.util.cache_from_source(str(sources[0]))).stat().st_mtime_ns
-    compile_environment()  # nothing stale now: nothing is written again
+    compile_stale([tmp_path])  # nothing stale now: nothing is written again
     assert Path(importlib.util.cache_from_source(str(sources[0]))).stat().st_mtime_ns == stamp
