@@ -32,7 +32,7 @@ KS_N = SAMPLES  # KS on the first 50 valid answers of each prompt
 ADAPTERS = Path(__file__).resolve().parents[1] / "leaderboards" / "adapters"
 ADAPTER_ROWS = {
     "soft": "smollm2-135m-instruct-soft",
-    "hard": "smollm2-135m-instruct-hard-paper",
+    "hard": "smollm2-135m-instruct-hard-wide-long",
 }  # the rows whose adapters it shows: each method's best score on the leaderboard
 EXAMPLE_TARGET = "binomial(n=25,p=0.5)"  # whose raw answers the demo prints
 
