@@ -34,6 +34,7 @@ OPTIONS = (
     "weight_decay",
     "warmup_ratio",
     "max_grad_norm",
+    "accumulation",
     "tau",
     "retain_weight",
     "retain_batch",
@@ -54,10 +55,11 @@ OPTIONS = (
 # What a record that lacks an option means: the run had the effect the option's default had when
 # the record was written. An adapter's calbench_train.json, a run file and a leaderboard recipe's
 # ``train:`` older than an option lack it; these are the options whose default has changed since,
-# with the value they had before (the paper's grid, and its ranges). Today's defaults are never
-# read into an older record: ``as_trained`` fills these in, and recipes keep meaning what they
-# meant when written (a recipe's ``train:`` without ``parameters`` trains the grid).
-BEFORE = {"parameters": "grid", "widen": 1.0}
+# with the value they had before (the paper's grid, its ranges, and hard-target steps that summed
+# their micro-batches). Today's defaults are never read into an older record: ``as_trained``
+# fills these in, and recipes keep meaning what they meant when written (a recipe's ``train:``
+# without ``parameters`` trains the grid, without ``accumulation`` the legacy sum).
+BEFORE = {"parameters": "grid", "widen": 1.0, "accumulation": "legacy"}
 # Options that do not change what is trained: they may differ between a run's segments, and a
 # recipe leaves them to the run.
 NOT_IDENTITY = ("output", "resume", "overwrite", "save_steps", "logging_steps", "keep_checkpoints")

@@ -59,13 +59,15 @@ def test_a_row_states_only_what_differs_from_the_defaults(tmp_path):
     changed = _write(tmp_path, "tiny-soft.yaml", row.read_text().replace("20", "30"))
     assert load_row(changed).sha256() != recipe.sha256()
     assert train_arguments("some/model", recipe.train) == [  # a recipe without parameters: the grid, as ever
-        "--model", "some/model", "--parameters", "grid", "--widen", "1.0", "--use-cpu", "--method", "soft",
-        "--max-steps", "2",
+        "--model", "some/model", "--parameters", "grid", "--widen", "1.0", "--accumulation", "legacy",
+        "--use-cpu", "--method", "soft", "--max-steps", "2",
     ]  # fmt: skip
     fresh = {**recipe.train, "parameters": "fresh"}  # fresh parameters without a widening: the paper's ranges
     assert train_arguments("some/model", fresh)[2:6] == ["--parameters", "fresh", "--widen", "1.0"]
     wide = {**recipe.train, "parameters": "fresh", "widen": 2}
     assert train_arguments("some/model", wide)[2:6] == ["--parameters", "fresh", "--widen", "2"]
+    mean = {**recipe.train, "accumulation": "mean"}  # a recipe of today's steps says so
+    assert train_arguments("some/model", mean)[6:8] == ["--accumulation", "mean"]
 
 
 def test_a_row_without_an_adapter_runs_no_drift(tmp_path):

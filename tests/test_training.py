@@ -192,23 +192,55 @@ def test_soft_kl_reads_rows_in_place_with_the_dense_gradient(tau, dtype):
 
 
 # Losses of the first 4 optimizer steps on the tiny model (seed 11, 12 prompts, batch 2 x 2).
-# They move when the data order, the sampling, the collation or the loss changes.
+# They move when the data order, the sampling, the collation or the loss changes. "hard-legacy"
+# summed each step's 2 micro-batches (--accumulation legacy: calbench's hard steps before the
+# option), so its loss is about twice the mean's, and its steps differ (clipped harder).
 TRAJECTORIES = {
     "soft": [5.4654, 5.4875, 5.4152, 5.4867],
     "soft-all": [5.6463, 5.5942, 5.5057, 5.6873],
-    "hard": [12.3668, 12.4158, 12.2580, 12.3900],
+    "hard": [6.1834, 6.2079, 6.1290, 6.1950],
+    "hard-legacy": [12.3668, 12.4158, 12.2580, 12.3900],
+}
+OPTIONS = {
+    "soft": {"method": "soft"},
+    "soft-all": {"method": "soft", "soft_paths": "all", "max_bins": 60, "decimals": 2},
+    "hard": {"method": "hard"},
+    "hard-legacy": {"method": "hard", "accumulation": "legacy"},
 }
 
 
 @pytest.mark.integration
 @pytest.mark.parametrize("name", list(TRAJECTORIES))
 def test_pinned_loss_trajectory(name, tiny_split, tmp_path):
-    method, _, paths = name.partition("-")
-    extra = {"soft_paths": paths, "max_bins": 60, "decimals": 2} if paths else {}
-    trainer, _ = build(config(tiny_split, tmp_path, method=method, max_steps=4, **extra).resolve())
+    trainer, _ = build(config(tiny_split, tmp_path, max_steps=4, **OPTIONS[name]).resolve())
     trainer.train()
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     assert losses == pytest.approx(TRAJECTORIES[name], rel=2e-3), losses
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("method", ["hard", "soft"])
+@pytest.mark.parametrize("accumulation", ["mean", "legacy"])
+def test_a_step_is_the_mean_of_its_micro_batches(method, accumulation, tiny_split, tmp_path):
+    """The loss a step backpropagates and logs is the mean of what compute_loss returned for its
+    micro-batches (batch 2 x 2 here); with --accumulation legacy a hard step's is their sum."""
+    trainer, _ = build(
+        config(tiny_split, tmp_path, method=method, accumulation=accumulation, max_steps=1, logging_steps=1).resolve()
+    )
+    returned: list[float] = []
+    compute_loss = trainer.compute_loss
+
+    def recording(*args, **kwargs):
+        loss = compute_loss(*args, **kwargs)
+        returned.append(float(loss.detach()))
+        return loss
+
+    trainer.compute_loss = recording
+    trainer.train()
+    logged = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    assert len(returned) == 2 and len(logged) == 1
+    summed = method == "hard" and accumulation == "legacy"
+    assert logged[0] == pytest.approx(sum(returned) / (1 if summed else 2), rel=1e-5)
 
 
 class StopAt(TrainerCallback):

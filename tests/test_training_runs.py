@@ -150,6 +150,29 @@ def test_a_record_older_than_the_training_prompts_options_reads_as_the_grid(tmp_
     assert "--parameters: run 'grid', now 'fresh'" in str(err.value) and "--widen: run 1.0, now 2.0" in str(err.value)
 
 
+def test_a_record_older_than_accumulation_reads_as_the_legacy_sum(tmp_path):
+    """An adapter or run file without --accumulation was trained before it: a hard step summed its
+    micro-batches (legacy), and it checks and resumes so, never as today's mean."""
+    from calbench.training.cli import same_as
+
+    legacy = TrainConfig(output=str(tmp_path / "run"), method="hard", accumulation="legacy")
+    older = {k: v for k, v in legacy.resolve().to_dict().items() if k != "accumulation"}
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "calbench_train.json").write_text(json.dumps({"config": older}))
+    assert same_as(legacy, adapter) == []
+    assert same_as(dataclasses.replace(legacy, accumulation="mean"), adapter) == [
+        "accumulation: asked 'mean', adapter 'legacy'"
+    ]
+    run_folder.start(legacy.resolve(), 1)
+    state = json.loads((tmp_path / "run" / run_folder.RUN_FILE).read_text())
+    state["options"] = {k: v for k, v in state["options"].items() if k != "accumulation"}
+    (tmp_path / "run" / run_folder.RUN_FILE).write_text(json.dumps(state))
+    assert run_folder.start(dataclasses.replace(legacy, resume=True).resolve(), 1) == (None, None)
+    with pytest.raises(RunFolderError, match="--accumulation: run 'legacy', now 'mean'"):
+        run_folder.start(dataclasses.replace(legacy, accumulation="mean", resume=True).resolve(), 1)
+
+
 # ---- the run folder, without training --------------------------------------------------------
 
 

@@ -25,6 +25,7 @@ from calbench.space import EVAL_MAX_BINS, HARD_MAX_BINS
 Method = Literal["soft", "hard"]
 Parameters = Literal["grid", "fresh"]
 Finetune = Literal["lora", "full"]
+Accumulation = Literal["mean", "legacy"]
 MAX_DECIMALS = 12
 
 
@@ -84,6 +85,14 @@ class TrainConfig:
     weight_decay: float = _flag("AdamW weight decay", default=0.01)
     warmup_ratio: float = _flag("share of steps spent warming up the cosine schedule", default=0.03)
     max_grad_norm: float = _flag("gradient clipping (the paper clipped nothing)", default=1.0)
+    accumulation: Accumulation = _flag(
+        "mean: an optimizer step's loss and gradient are the mean over its micro-batches, whatever --batch-size "
+        "(the default); legacy: as calbench trained before this option, when transformers took the hard loss "
+        "as already scaled for gradient accumulation, so a hard-target step summed its micro-batches: its loss, "
+        "gradient and logged loss and gradient norm are --effective-batch / --batch-size times the mean's (AdamW's "
+        "steps barely change; --max-grad-norm clips at a smaller true norm); soft targets are the same either way",
+        default="mean",
+    )
     tau: float = _flag("soft targets: temperature of the model's softmax", default=1.0)
     retain_weight: float = _flag(
         "retention-aware training: weight of a KL(base || tuned) term on generic text with the base model's own "
@@ -155,6 +164,7 @@ class TrainConfig:
         need(self.soft_paths in ("sample", "all"), "soft_paths", "must be sample or all")
         need(self.parameters in ("grid", "fresh"), "parameters", "must be grid or fresh")
         need(self.finetune in ("lora", "full"), "finetune", "must be lora or full")
+        need(self.accumulation in ("mean", "legacy"), "accumulation", "must be mean or legacy")
         need(
             not (self.finetune == "full" and self.retain_weight > 0),
             "retain_weight",
@@ -236,6 +246,7 @@ CHOICES = {
     "soft_paths": ["sample", "all"],
     "parameters": ["grid", "fresh"],
     "finetune": ["lora", "full"],
+    "accumulation": ["mean", "legacy"],
 }
 
 

@@ -63,9 +63,16 @@ class CalibrationTrainer(Trainer):
         retain: RetainSet | None = None,
         retain_weight: float = 0.0,
         retain_batch: int = 4,
+        accumulation: str = "mean",
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
+        if accumulation == "mean":
+            # compute_loss returns its micro-batch's mean and never reads num_items_in_batch; told
+            # that the model takes loss kwargs (a PEFT or Llama forward has **kwargs), transformers
+            # would take a batch with labels (hard targets) as scaled for accumulation already and
+            # sum the micro-batches. "legacy" keeps that.
+            self.model_accepts_loss_kwargs = False
         self.method = method
         self.tau = tau
         self.retain, self.retain_weight, self.retain_batch = retain, retain_weight, retain_batch
@@ -299,6 +306,7 @@ def build(config: ResolvedTrainConfig) -> tuple[CalibrationTrainer, TrainingSet]
         retain=retain,
         retain_weight=config.retain_weight,
         retain_batch=config.retain_batch,
+        accumulation=config.accumulation,
     )
     return trainer, data
 

@@ -29,6 +29,7 @@ from calbench.metrics.prompt_scores import prompt_rows, sample_quality
 from calbench.metrics.tails import outer_summary
 from calbench.provenance import atomic_write
 from calbench.stats import UNDEFINED, Z95, Estimate, fmt
+from calbench.train_record import as_trained
 
 RETENTION = {
     "calbench_arithmetic": "exact_flexible",
@@ -287,6 +288,11 @@ def write(
         else " Each prompt set's calibration score and Spearman's rho of the laws' and the answers' medians"
         " (`calbench.leaderboard.numbers.split_score`, `split_following`)."
     )
+    summed = any(
+        as_trained(run.train).get("accumulation") == "legacy" and run.train.get("method") == "hard"
+        for run in curves.runs
+        if run.name in points
+    )
     text = (
         f"# {curves.title}\n\n"
         f"Rendered by `calbench leaderboard render` from the records in `{curves.declared.as_posix()}/`"
@@ -296,6 +302,14 @@ def write(
         + (
             " The train loss is the one logged last at the point (the mean over the logging interval before it, 5 steps by default; the soft"
             " loss is a KL to the trie targets, 0 at a perfect fit)."
+            + (
+                " A hard-target run that does not state `accumulation=mean` summed each step's micro-batches"
+                " (`calbench train --accumulation legacy`): its logged loss is the sum of their mean cross-entropies"
+                " (effective batch / batch size of them: 4 at the default 32 / 8), and its last, partial step's the sum"
+                " of fewer, hence the drop at a finished run's last point."
+                if summed
+                else ""
+            )
             if any(p.curve.get("train_loss") is not None for run in points.values() for p in run)
             else ""
         )
