@@ -34,7 +34,7 @@ from calbench import model_catalogue
 from calbench.backends.tree_attention import cache_kwarg, output_cache
 from calbench.train_record import logged_loss, mean_logged_loss
 from calbench.training import card, run_folder
-from calbench.training.config import ResolvedTrainConfig, TrainConfig
+from calbench.training.config import Accumulation, ResolvedTrainConfig, TrainConfig
 from calbench.training.data import FullTrieCollator, HardCollator, SoftPathCollator, TrainingSet
 from calbench.training.losses import hard_ce, soft_kl
 from calbench.training.retain import RetainSet, retain_kl
@@ -63,7 +63,7 @@ class CalibrationTrainer(Trainer):
         retain: RetainSet | None = None,
         retain_weight: float = 0.0,
         retain_batch: int = 4,
-        accumulation: str = "mean",
+        accumulation: Accumulation = "mean",
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
