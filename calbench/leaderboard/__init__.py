@@ -27,5 +27,6 @@ Rendering, from records alone (``calbench leaderboard render``):
 * ``tradeoff``: calibration gained against retention lost, one point per adapter;
 * ``curve_page``: a learning curve's page and plot;
 * ``tails_page``: where each row's PIT tails come from;
+* ``quotes``: the numbers hand-written prose quotes from the rendered tables, printed from them;
 * ``publish``: all of the above, each record scored once.
 """

@@ -5,8 +5,9 @@ records (``protocol_page``), and for the recipes of ``rows`` (each read by ``rec
 each trade-off's table and plot (``tradeoff``), each learning curve's page and plot
 (``curve_page``) and the evaluation section of each row's adapter card (``card``: the
 adapter's record beside its base model's); then the tails page (``tails_page``), all from run
-records alone. The headline and protocol tables are spliced into the README. Each record is
-scored once (``numbers.Scored``), and every page reads it scored.
+records alone. The headline and protocol tables are spliced into the README, and last the
+numbers the hand-written prose quotes from those tables are printed afresh (``quotes``). Each
+record is scored once (``numbers.Scored``), and every page reads it scored.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from calbench.leaderboard import card, curve_page, curves, protocol_page, recipes, render, tails_page, tradeoff
+from calbench.leaderboard import card, curve_page, curves, protocol_page, quotes, recipes, render, tails_page, tradeoff
 from calbench.leaderboard.checks import RefusedRunError
 from calbench.leaderboard.numbers import Scored
 from calbench.leaderboard.record_types import RunRecord
@@ -70,6 +71,7 @@ def render_all(
         text = render.splice_readme(tasks_readme.read_text(), catalog.markdown(), METRICS_START, METRICS_END)
         atomic_write(tasks_readme, text)
         written.append(tasks_readme)
+    written += quotes.write(written, output)  # the prose's numbers, from the tables just written
     return list(dict.fromkeys(written))
 
 
