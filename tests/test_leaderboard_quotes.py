@@ -128,3 +128,69 @@ def test_write_refuses_a_bad_quote_in_one_line_and_writes_no_page(folder):
     assert good.read_text() == "<!--q board ; oracle ; score-->1\n"  # filled, but not written: all or none
     assert quotes.write([good], folder) == [good]
     assert good.read_text() == "<!--q board ; oracle ; score-->99.6 ± 0.23\n"
+
+
+def _prose(text: str) -> str:
+    """A page's hand-written text: without its rendered blocks, code, link targets and quotes."""
+    for start, end in BLOCKS:
+        while start in text and end in text:
+            head, rest = text.split(start, 1)
+            text = head + rest.split(end, 1)[1]
+    text = re.sub(r"```.*?```", "", text, flags=re.DOTALL)
+    text = re.sub(r"`[^`]*`", "", text)
+    text = re.sub(r"\]\([^)]*\)", "]", text)
+    text = quotes.ALIAS.sub("", text)
+    text = re.sub(
+        rf"{TYPED_ON_PURPOSE}(?:{quotes.VALUE})(?:\u2013(?:{quotes.VALUE}))?", "", text
+    )  # and a range: 21.1 to 21.7
+    return quotes.MARKER.sub("", text)
+
+
+def _rendered_cells() -> set[str]:
+    """Every number of every rendered table of the leaderboard's pages as printed there, with
+    its interval and without."""
+    cells = set()
+    for page in sorted(BOARD.glob("*.md")):
+        text = page.read_text()
+        name = page.relative_to(ROOT).as_posix()
+        if name in PROSE:  # only its rendered block is tables of records
+            text = text.split(BLOCKS[0][0], 1)[1].split(BLOCKS[0][1], 1)[0]
+        for table in quotes.tables(text):
+            for row in table.rows:
+                cells |= {x for c in row if re.fullmatch(quotes.VALUE, c) for x in (c, c.partition(" ± ")[0])}
+    return cells - {"n/a"}
+
+
+def test_every_number_quoted_in_the_committed_prose_is_its_cell():
+    """Printed afresh from the committed tables, every page's prose stays as it is: each quoted
+    number is its cell's (the byte-for-byte render test holds the tables to the records)."""
+    source = quotes.Quotes(BOARD)
+    quoted = 0
+    for name in PROSE:
+        text = (ROOT / name).read_text()
+        quoted += len(quotes.MARKER.findall(text))
+        assert quotes.fill(text, source) == text, (
+            f"{name}: a quoted number is not its cell's: calbench leaderboard render"
+        )
+    assert quoted >= 300
+
+
+TYPED = re.compile(
+    r"(?<![\w.=/+\u2013-])\d+\.\d+(?: ± \d+(?:\.\d+)?(?:e-?\d+)?)?(?![\w.]\d|\w|%)"
+)  # a table prints no %
+
+
+def test_no_number_of_a_table_is_typed_into_the_prose():
+    """A decimal number in the hand-written text that a rendered table prints (a value with its
+    interval, or a value alone) is quoted from it (``<!--q page ; row ; column-->``), not typed:
+    typed, it would go stale when the records change. A number no record holds is marked so."""
+    rendered = _rendered_cells()
+    assert {"99.6 ± 0.23", "99.6", "42.2", "0.836"} <= rendered
+    typed = []
+    for name in PROSE:
+        prose = _prose((ROOT / name).read_text())
+        for m in TYPED.finditer(prose):
+            if m.group() in rendered:
+                line = prose.count("\n", 0, m.start()) + 1
+                typed.append(f"{name} (prose line {line}): {m.group()}")
+    assert not typed, f"{len(typed)} typed numbers, first: {typed[:5]}"
