@@ -22,20 +22,26 @@ prompts of a family are measured in these units, so a unit is the whole training
   Euclidean distance in units (the lookup reference, ``calbench-lookup``, answers from its law).
 * ``INTERP``: three prompts per training family, every parameter strictly inside its training
   values' range and off every training grid value, chosen among fresh draws for the largest
-  W1 / IQR between their law and the nearest *law* of the grid (``interp_candidates`` made
+  W1 / IQR between their law and the nearest *law* of the grid (``interp_candidates`` makes
   them; ``tests/test_param_ranges.py`` checks both).
 * ``WIDE``: three prompts per training family drawn from the ranges widened by ``WIDE_FACTOR``,
   each with at least one parameter outside the paper's training values: where an adapter
   trained on the widened ranges stands inside them (its in-range score), and what the
   paper's ranges do not cover.
+
+Both sets are data, ``calbench/data/prompt_sets.json``, written by
+``python tasks/scripts/generate_prompt_sets.py`` from ``interp_candidates`` and
+``wide_candidates``: run it after adding a training family or changing a training grid.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -350,82 +356,18 @@ def wide_points() -> list[Target]:
     return _targets(WIDE)
 
 
-# Made by interp_candidates / wide_candidates (seed 0) and frozen here: the prompt sets are
-# data, pinned by tests/test_prompts_golden.py; tests/test_param_ranges.py checks their
-# definitions hold.
-INTERP: dict[str, tuple[Mapping[str, float], ...]] = {
-    "uniform": ({"a": -3.916, "b": -2.905}, {"a": -1.067, "b": 0.1031}, {"a": 0.8965, "b": 2.018}),
-    "gaussian": ({"mu": 1.388, "sigma": 0.5389}, {"mu": -0.5691, "sigma": 0.5001}, {"mu": -1.411, "sigma": 0.6418}),
-    "beta": ({"alpha": 4.907, "beta": 2.789}, {"alpha": 2.704, "beta": 3.766}, {"alpha": 4.717, "beta": 1.354}),
-    "binomial": ({"n": 8, "p": 0.6796}, {"n": 11, "p": 0.7685}, {"n": 6, "p": 0.7962}),
-    "exponential": ({"lambda": 1.367}, {"lambda": 0.5236}, {"lambda": 2.68}),
-    "geometric": ({"p": 0.5454}, {"p": 0.374}, {"p": 0.2113}),
-    "negative_binomial": ({"r": 11.13, "p": 0.2108}, {"r": 11.63, "p": 0.5164}, {"r": 3.204, "p": 0.4506}),
-    "lognormal": ({"mu": 0.6369, "sigma": 0.2726}, {"mu": -0.8592, "sigma": 0.3052}, {"mu": 1.409, "sigma": 0.2725}),
-    "triangular": (
-        {"a": 0.4673, "c": 1.119, "b": 1.473},
-        {"a": -0.8094, "c": 0.0003188, "b": 0.2485},
-        {"a": -1.698, "c": -1.08, "b": -0.4763},
-    ),
-    "rayleigh": ({"sigma": 0.8173}, {"sigma": 0.5451}, {"sigma": 1.455}),
-    "cauchy": ({"x0": -0.6396, "gamma": 0.6162}, {"x0": -1.777, "gamma": 0.5458}, {"x0": 1.815, "gamma": 0.8171}),
-    "student_t": ({"nu": 3.223}, {"nu": 5.405}, {"nu": 8.514}),
-    "chi_square": ({"nu": 2.485}, {"nu": 8.897}, {"nu": 4.492}),
-    "f_distribution": ({"d1": 9.664, "d2": 6.402}, {"d1": 6.861, "d2": 6.338}, {"d1": 4.968, "d2": 6.445}),
-    "gamma": ({"alpha": 4.879, "beta": 1.816}, {"alpha": 3.656, "beta": 2.83}, {"alpha": 2.793, "beta": 1.661}),
-    "laplace": ({"mu": 1.382, "b": 0.5237}, {"mu": -1.388, "b": 0.5545}, {"mu": -0.2251, "b": 0.5344}),
-    "logistic": ({"mu": 1.799, "s": 0.5446}, {"mu": 0.618, "s": 0.5247}, {"mu": -1.423, "s": 0.5336}),
-    "pareto": ({"alpha": 4.89, "xm": 1.634}, {"alpha": 4.856, "xm": 1.091}, {"alpha": 4.707, "xm": 0.7138}),
-    "hypergeometric": ({"M": 38, "K": 27, "N": 12}, {"M": 44, "K": 33, "N": 6}, {"M": 51, "K": 36, "N": 8}),
-    "gumbel": ({"mu": -0.6067, "beta": 0.5246}, {"mu": 1.383, "beta": 0.5221}, {"mu": -1.837, "beta": 0.5149}),
-    "skellam": ({"mu1": 4.738, "mu2": 4.23}, {"mu1": 7.038, "mu2": 6.587}, {"mu1": 1.584, "mu2": 1.75}),
-    "beta_binomial": (
-        {"n": 13, "alpha": 4.525, "beta": 0.7303},
-        {"n": 25, "alpha": 2.287, "beta": 0.5441},
-        {"n": 17, "alpha": 3.776, "beta": 0.8},
-    ),
-    "lomax": ({"alpha": 1.535, "lambda": 2.924}, {"alpha": 1.656, "lambda": 1.127}, {"alpha": 2.06, "lambda": 1.407}),
-    "inverse_gaussian": (
-        {"mu": 0.6526, "lambda": 3.809},
-        {"mu": 1.328, "lambda": 4.687},
-        {"mu": 1.128, "lambda": 2.67},
-    ),
-}
-WIDE: dict[str, tuple[Mapping[str, float], ...]] = {
-    "uniform": ({"a": 4.65, "b": 5.172}, {"a": -8.242, "b": -3.973}, {"a": -7.361, "b": -1.463}),
-    "gaussian": ({"mu": 2.582, "sigma": 2.742}, {"mu": 2.378, "sigma": 0.4896}, {"mu": 0.2508, "sigma": 0.3153}),
-    "beta": ({"alpha": 7.677, "beta": 0.6274}, {"alpha": 0.2257, "beta": 0.3475}, {"alpha": 0.2287, "beta": 3.006}),
-    "binomial": ({"n": 4, "p": 0.1706}, {"n": 38, "p": 0.07039}, {"n": 27, "p": 0.9006}),
-    "exponential": ({"lambda": 15.1}, {"lambda": 0.3547}, {"lambda": 5.063}),
-    "geometric": ({"p": 0.1547}, {"p": 0.8621}, {"p": 0.9631}),
-    "negative_binomial": ({"r": 12.19, "p": 0.9493}, {"r": 19.07, "p": 0.5686}, {"r": 7.059, "p": 0.09832}),
-    "lognormal": ({"mu": 1.07, "sigma": 1.833}, {"mu": -1.98, "sigma": 0.5541}, {"mu": 2.588, "sigma": 0.1531}),
-    "triangular": (
-        {"a": 1.777, "c": 2.353, "b": 3.091},
-        {"a": -1.78, "c": -1.365, "b": -1.189},
-        {"a": 1.044, "c": 7.131, "b": 9.388},
-    ),
-    "rayleigh": ({"sigma": 0.4927}, {"sigma": 2.016}, {"sigma": 3.355}),
-    "cauchy": ({"x0": 1.439, "gamma": 0.4772}, {"x0": -1.287, "gamma": 2.463}, {"x0": -2.664, "gamma": 0.5904}),
-    "student_t": ({"nu": 17.97}, {"nu": 11.75}, {"nu": 1.795}),
-    "chi_square": ({"nu": 21.06}, {"nu": 0.6367}, {"nu": 1.301}),
-    "f_distribution": ({"d1": 10.75, "d2": 3.282}, {"d1": 14.47, "d2": 39.11}, {"d1": 13.75, "d2": 20.32}),
-    "gamma": ({"alpha": 0.538, "beta": 1.091}, {"alpha": 1.867, "beta": 0.5413}, {"alpha": 0.7822, "beta": 4.026}),
-    "laplace": ({"mu": -3.638, "b": 3.895}, {"mu": 0.6502, "b": 0.371}, {"mu": 3.376, "b": 0.4258}),
-    "logistic": ({"mu": 2.496, "s": 2.952}, {"mu": -1.683, "s": 2.1}, {"mu": -0.1589, "s": 0.3373}),
-    "pareto": ({"alpha": 2.309, "xm": 2.416}, {"alpha": 4.449, "xm": 2.102}, {"alpha": 1.265, "xm": 2.883}),
-    "hypergeometric": ({"M": 115, "K": 15, "N": 4}, {"M": 84, "K": 16, "N": 12}, {"M": 31, "K": 25, "N": 18}),
-    "gumbel": ({"mu": 0.7503, "beta": 0.3366}, {"mu": -2.508, "beta": 3.468}, {"mu": 3.106, "beta": 0.7626}),
-    "skellam": ({"mu1": 0.8121, "mu2": 14.2}, {"mu1": 1.655, "mu2": 8.977}, {"mu1": 5.878, "mu2": 0.7631}),
-    "beta_binomial": (
-        {"n": 6, "alpha": 0.4773, "beta": 0.531},
-        {"n": 9, "alpha": 1.672, "beta": 0.4685},
-        {"n": 46, "alpha": 0.4184, "beta": 11.26},
-    ),
-    "lomax": ({"alpha": 1.137, "lambda": 1.386}, {"alpha": 1.037, "lambda": 4.169}, {"alpha": 5.537, "lambda": 4.279}),
-    "inverse_gaussian": (
-        {"mu": 0.5658, "lambda": 0.3297},
-        {"mu": 0.4042, "lambda": 0.2003},
-        {"mu": 1.215, "lambda": 11.05},
-    ),
-}
+# Made by interp_candidates / wide_candidates (seed 0) and kept as data: written by
+# ``python tasks/scripts/generate_prompt_sets.py`` (tests/test_param_ranges.py checks that the file is
+# what the script writes, and that the definitions hold); the prompts are pinned by
+# tests/test_prompts_golden.py.
+PROMPT_SETS = Path(__file__).with_name("data") / "prompt_sets.json"
+PromptTable = dict[str, tuple[Mapping[str, float], ...]]  # family -> its prompts' parameters
+
+
+def _load_prompt_sets() -> tuple[PromptTable, PromptTable]:
+    sets = json.loads(PROMPT_SETS.read_text())
+    interp, wide = ({family: tuple(points) for family, points in sets[name].items()} for name in ("interp", "wide"))
+    return interp, wide
+
+
+INTERP, WIDE = _load_prompt_sets()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import calbench
-from calbench import evaluation, model_catalogue, vllm_support
+from calbench import evaluation, model_catalogue, param_ranges, vllm_support
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -226,6 +226,10 @@ def test_wheel_ships_the_tasks(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     shipped = {Path(n).name for n in names if n.startswith("calbench/tasks/")}
     assert shipped == {p.name for p in calbench.tasks_path().glob("*.yaml")}
+    data = {n.removeprefix("calbench/data/") for n in names if n.startswith("calbench/data/")}
+    assert (
+        data == {p.name for p in (ROOT / "calbench" / "data").glob("*.json")} >= {"prompt_sets.json", "q95_table.json"}
+    )
     site = tmp_path / "site"
     done = run(sys.executable, "-m", "pip", "install", "--no-deps", "--target", str(site), str(wheel))
     assert done.returncode == 0, done.stderr[-2000:]
@@ -234,6 +238,10 @@ def test_wheel_ships_the_tasks(tmp_path):
     done = run(sys.executable, "-S", "-c", code, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert Path(done.stdout.strip()) == site / "calbench" / "tasks"
+    from calbench.metrics import q95_table  # the installed copy's generated data is the clone's
+
+    assert q95_table.read(site / "calbench" / "data" / "q95_table.json") == q95_table.read()
+    assert (site / "calbench" / "data" / "prompt_sets.json").read_text() == param_ranges.PROMPT_SETS.read_text()
 
 
 @pytest.mark.integration

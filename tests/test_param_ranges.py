@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -128,6 +129,23 @@ def test_the_frozen_prompt_sets_are_what_their_generators_make():
         assert [t.key for t in pr.wide_candidates(family)] == [t.key for t in pr.wide_points() if t.family is family], (
             family.name
         )
+
+
+@pytest.mark.slow
+def test_the_committed_prompt_sets_are_what_the_writer_writes():
+    """``calbench/data/prompt_sets.json`` is what ``python tasks/scripts/generate_prompt_sets.py``
+    writes (about a minute): run it after a change to a training family or grid."""
+    import runpy
+
+    script = runpy.run_path(str(Path(__file__).resolve().parents[1] / "tasks" / "scripts" / "generate_prompt_sets.py"))
+    assert script["generated"]() == pr.PROMPT_SETS.read_text(), "stale: python tasks/scripts/generate_prompt_sets.py"
+
+
+def test_every_training_family_has_its_prompt_sets():
+    """A new training family is not silently missing from the interpolation and widened sets."""
+    for table in (pr.INTERP, pr.WIDE):
+        assert list(table) == [f.name for f in TRAINING]
+        assert all(len(points) == 3 for points in table.values())
 
 
 def test_wide_prompts_are_inside_the_widened_ranges_and_beyond_the_papers():

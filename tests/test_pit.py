@@ -3,6 +3,8 @@ integer samples, and calibrated KS tests (exact samplers rejected at the nominal
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -16,6 +18,7 @@ CONTINUOUS = [
     make_target("exponential", {"lambda": 7}),
     make_target("beta", {"alpha": 7, "beta": 7}),
 ]
+ROOT = Path(__file__).resolve().parents[1]
 GRID = (np.arange(400_000) + 0.5) / 400_000  # Uniform(0, 1) for scipy's empirical W1
 
 
@@ -193,21 +196,47 @@ def test_a_fresh_simulation_agrees_with_the_table_to_its_precision(family, param
     assert abs(q - stored) / stored < stated + error  # the two 95% intervals overlap
 
 
-def test_the_table_writer_writes_what_the_table_reads(tmp_path, monkeypatch):
-    """``python -m calbench.metrics.q95_build`` rewrites the three dicts and keeps the docstring: the
-    rewritten module holds exactly the entries it was given."""
-    import importlib.util
-    import shutil
+def _q95_script() -> dict:
+    import runpy
 
-    from calbench.metrics import q95_build, q95_table
+    return runpy.run_path(str(ROOT / "tasks" / "scripts" / "generate_q95_table.py"))
 
-    table = tmp_path / "q95_table.py"
-    shutil.copy(q95_build.TABLE, table)
+
+def test_the_table_writer_writes_what_the_table_reads(tmp_path):
+    """``python tasks/scripts/generate_q95_table.py`` writes the three tables' entries; the file read
+    back holds exactly the entries it was given, and the committed file is what the script writes
+    from its own entries (its layout, one entry a line)."""
+    from calbench.metrics import q95_table
+
+    script = _q95_script()
+    table = tmp_path / "q95_table.json"
     given = ({1: 0.5, 2: 0.25}, {("poisson(lambda=4)", 50): 0.01}, {"continuous 1": 1e-3, "continuous 2": 2e-3})
-    monkeypatch.setattr(q95_build, "TABLE", table)
-    q95_build.write(given)
-    spec = importlib.util.spec_from_file_location("written", table)
-    written = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(written)
-    assert given == (written.CONTINUOUS, written.INTEGER, written.ERRORS)
-    assert written.__doc__ == q95_table.__doc__
+    script["write"](given, table)
+    assert given == q95_table.read(table)
+    committed = (q95_table.CONTINUOUS, q95_table.INTEGER, q95_table.ERRORS)
+    assert script["text"](committed) == q95_table.TABLE.read_text()
+
+
+@pytest.mark.parametrize(("key", "n"), [("continuous", 1), ("bernoulli(p=0.1)", 3), ("binomial(n=25,p=0.5)", 7)])
+def test_a_sample_of_the_committed_thresholds_is_what_the_writer_computes(key, n):
+    """The script's ``simulate`` (the seeds ``exact_q95`` uses) recomputes committed entries exactly,
+    and their stated errors: the cheap ones here, entries at 50 answers in the slow test below."""
+    from calbench.metrics import q95_table
+
+    q, error = _q95_script()["simulate"](key, n)
+    assert q == (q95_table.CONTINUOUS[n] if key == "continuous" else q95_table.INTEGER[(key, n)])
+    assert float(f"{error:.3g}") == q95_table.ERRORS[f"{key} {n}"]
+
+
+@pytest.mark.slow
+def test_a_sample_of_the_thresholds_at_fifty_answers_is_what_the_writer_computes():
+    """An integer law's entry at the score's 50 answers, drawn from the table by a fixed seed, and
+    the continuous one: each recomputed by the script exactly (about 25 s of one idle core)."""
+    from calbench.metrics import q95_table
+
+    simulate = _q95_script()["simulate"]
+    at_fifty = sorted(key for key, n in q95_table.INTEGER if n == 50)
+    sample = [at_fifty[i] for i in np.random.default_rng(50).choice(len(at_fifty), 1, replace=False)]
+    assert simulate("continuous", 50)[0] == q95_table.CONTINUOUS[50]
+    for key in sample:
+        assert simulate(key, 50)[0] == q95_table.INTEGER[(key, 50)], key
