@@ -56,20 +56,6 @@ def parse_number(text: str) -> float | None:
         return None
 
 
-# What an answer may hold once reasoning blocks and surrounding whitespace are gone.
-NUMBER_CHARS = frozenset("0123456789+-.eE")
-
-
-def never_parses(prefix: str) -> bool:
-    """Whether no text that begins with ``prefix`` parses as a number: a character that no number
-    holds stands before the first ``<`` (text before it is never inside a reasoning block, and
-    only surrounding whitespace is stripped). Whitespace, and the replacement character an
-    incomplete multi-byte token decodes to, leave the answer open. A sampler that needs only an
-    answer's validity may stop a sample here: every continuation classifies the same."""
-    head = prefix.split("<", 1)[0]
-    return any(c not in NUMBER_CHARS and not c.isspace() and c != "\ufffd" for c in head)
-
-
 @dataclass(frozen=True)
 class Answer:
     """One response, classified against its target."""

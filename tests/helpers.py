@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -192,3 +192,57 @@ def valid_rates(samples: Iterable[Mapping[str, Any]]) -> tuple[Any, dict[str, An
 
     families = {f: mean([(k / n, rate_se(k, n)) for k, n in counts]) for f, counts in by_family.items()}
     return mean([(e.value, e.se) for e in families.values()]), families
+
+
+# ---- sampling only what a test reads ----------------------------------------------------
+
+
+NUMBER_CHARS = frozenset("0123456789+-.eE")  # what an answer may hold once reasoning and whitespace are gone
+
+
+def never_parses(prefix: str) -> bool:
+    """Whether no text that begins with ``prefix`` parses as a number (``calbench.parse``): a
+    character that no number holds stands before the first ``<`` (text before it is never inside a
+    reasoning block, and only surrounding whitespace is stripped). Whitespace, and the replacement
+    character an incomplete multi-byte token decodes to, leave the answer open. A test that reads
+    only an answer's validity may stop a sample here: every continuation classifies the same."""
+    head = prefix.split("<", 1)[0]
+    return any(c not in NUMBER_CHARS and not c.isspace() and c != "\ufffd" for c in head)
+
+
+def sample_until_decided(
+    model: Any,
+    prompts: list[Any],
+    counts: list[int],
+    max_gen_toks: int,
+    temperature: float,
+    stop: set[int],
+    decided: Callable[[list[int]], bool],
+    chunk: int = 4,
+) -> list[list[list[int]]]:
+    """``calbench.backends.sampler.sample_many`` (same arguments, same result), ``chunk`` tokens at
+    a time: after each chunk a sample whose tokens so far are ``decided`` is not continued. Each
+    sample's law is the sampler's: a prefix goes on by sampling after the prompt and that prefix
+    (the chain rule), so only where a sample stops changes, never what it reads."""
+    import torch
+
+    from calbench.backends import sampler
+
+    done: list[list[list[int]]] = [[] for _ in prompts]
+    pending = [(i, list[int](), c) for i, c in enumerate(counts) if c]  # (prompt, tokens so far, count)
+    used = 0
+    while pending:
+        steps = min(chunk, max_gen_toks - used)
+        rows = [torch.cat([prompts[i], torch.tensor(t, dtype=prompts[i].dtype)]) for i, t, _ in pending]
+        batch = sampler.sample_many(model, rows, [c for *_, c in pending], steps, temperature, stop)
+        going: dict[tuple[int, tuple[int, ...]], int] = {}
+        for (i, tokens, _), samples in zip(pending, batch, strict=True):
+            for new in samples:
+                whole = [*tokens, *new]
+                if len(new) < steps or (new and new[-1] in stop) or used + steps >= max_gen_toks or decided(whole):
+                    done[i].append(whole)
+                else:
+                    going[(i, tuple(whole))] = going.get((i, tuple(whole)), 0) + 1
+        pending = [(i, list(t), c) for (i, t), c in going.items()]
+        used += steps
+    return [[s[j] for j in torch.randperm(len(s)).tolist()] for s in done]

@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from calbench.families import make_target
-from calbench.parse import Answer, classify, never_parses, parse_number, strip_think
+from calbench.parse import Answer, classify, parse_number, strip_think
+from tests.helpers import never_parses
 
 BINOMIAL = make_target("binomial", {"n": 25, "p": 0.5})
 EXPONENTIAL = make_target("exponential", {"lambda": 7})

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from calbench.backends import sampler
-from tests.helpers import load_model, pooled_chisquare
+from tests.helpers import load_model, pooled_chisquare, sample_until_decided
 
 
 @pytest.mark.parametrize("seed", range(100))
@@ -169,11 +169,12 @@ def test_side_by_side_samples_follow_each_prompt(tiny_split):
 
 @torch.no_grad()
 def test_a_decided_sample_ends_where_it_is_decided_and_keeps_its_law(tiny_split):
-    # decided(tokens) ends a sample there: no sample goes on past a decided prefix, none stops
-    # before one, and each sample's law is still the model's probability of its tokens.
+    # tests.helpers.sample_until_decided (the sampler, a chunk of tokens at a time) ends a sample at
+    # the first chunk's end where decided(tokens) holds: no sample goes on past a decided prefix
+    # there, none stops before one, and each sample's law is still the model's probability of its tokens.
     model = load_model(tiny_split)
     prompt = torch.tensor([5, 6, 7])
-    stop, temperature, n, length = {2}, 0.1, 6000, 4
+    stop, temperature, n, length, chunk = {2}, 0.1, 6000, 4, 2
 
     def decided(tokens: list[int]) -> bool:
         return tokens[-1] % 3 == 0
@@ -184,13 +185,14 @@ def test_a_decided_sample_ends_where_it_is_decided_and_keeps_its_law(tiny_split)
         return float(logp[torch.arange(len(seq)), torch.tensor(seq)].sum().exp())
 
     torch.manual_seed(3)
-    (samples,) = sampler.sample_many(model, [prompt], [n], length, temperature, stop, decided=decided)
+    (samples,) = sample_until_decided(model, [prompt], [n], length, temperature, stop, decided, chunk=chunk)
     assert len(samples) == n
     for s in samples:
-        assert not any(decided(s[:k]) or s[k - 1] in stop for k in range(1, len(s)))
+        assert not any(decided(s[:k]) for k in range(chunk, len(s), chunk))
+        assert not any(s[k - 1] in stop for k in range(1, len(s)))
         assert len(s) == length or s[-1] in stop or decided(s)
     seen = [tuple(s) for s in samples]
-    assert sum(len(s) < length and s[-1] not in stop for s in seen) > 100  # the hook did end samples
+    assert sum(len(s) < length and s[-1] not in stop for s in seen) > 100  # the helper did end samples
     cells = sorted(set(seen), key=seen.count, reverse=True)[:10]
     expected = np.array([prob(c) * n for c in cells])
     observed = np.array([seen.count(c) for c in cells], dtype=float)

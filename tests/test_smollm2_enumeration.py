@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from calbench import tasks_path
+from tests.helpers import never_parses, sample_until_decided
 
 pytestmark = pytest.mark.slow
 
@@ -21,7 +22,8 @@ def test_enumeration_agrees_with_many_samples(smollm2, adapter, monkeypatch):
     W1 over 400 sets of as many draws from the enumerated distribution, widened by its bound.
 
     The samples come from ``generate_until`` (calbench-hf's sampler), which here stops a sample
-    as soon as no continuation of its text parses (``calbench.parse.never_parses``): only
+    as soon as no continuation of its text parses (``tests.helpers.sample_until_decided`` with
+    ``never_parses``, a few tokens at a time): only
     validity and value are read, and both are then settled (the base model answers in prose, so
     this saves its 32-token continuations).
     """
@@ -31,12 +33,12 @@ def test_enumeration_agrees_with_many_samples(smollm2, adapter, monkeypatch):
     import torch
     from lm_eval.api.instance import Instance
 
-    from calbench.backends import hf, sampler
+    from calbench.backends import hf
     from calbench.backends.hf import CalbenchHFLM
     from calbench.families import make_target
     from calbench.harness import enumeration_settings
     from calbench.metrics.enumeration import law_w1, score_enumeration
-    from calbench.parse import classify, never_parses
+    from calbench.parse import classify
     from calbench.prompt import prompt_text
     from calbench.stats import rate_se
 
@@ -48,7 +50,7 @@ def test_enumeration_agrees_with_many_samples(smollm2, adapter, monkeypatch):
         extra["peft"] = str(folder)
     lm = CalbenchHFLM(pretrained=str(smollm2), dtype="float32", device="cpu", **extra)
     monkeypatch.setattr(
-        hf, "sample_many", lambda *a: sampler.sample_many(*a, decided=lambda t: never_parses(lm.tok_decode(t)))
+        hf, "sample_many", lambda *a: sample_until_decided(*a, decided=lambda t: never_parses(lm.tok_decode(t)))
     )
     torch.manual_seed(0)
     gen = {"until": [], "do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_gen_toks": 32}

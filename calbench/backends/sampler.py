@@ -17,7 +17,6 @@ the rows that move (:func:`arrange`), and draws invert each row's CDF in place
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -223,16 +222,13 @@ def sample_many(
     max_gen_toks: int,
     temperature: float,
     stop: set[int],
-    decided: Callable[[list[int]], bool] | None = None,
 ) -> list[list[list[int]]]:
     """``counts[i]`` independent samples after each of ``prompts`` (1-D token ids), decoded as one batch
     (at ``temperature`` 0, greedy: each prompt's one continuation, ``counts[i]`` times).
 
     The prompts share their common prefix (:func:`shared_prefix`) and each prompt's samples
     share its KV cache; a row's law is exactly that of sampling its prompt alone. Returns,
-    per prompt, its samples in random order; a sample ends as in :func:`sample`, or where
-    ``decided(tokens so far)`` is true (for a caller that reads only what every continuation
-    of those tokens shares, such as an answer's validity: ``calbench.parse.never_parses``).
+    per prompt, its samples in random order; a sample ends as in :func:`sample`.
     """
     if len(prompts) != len(counts) or not prompts:
         raise ValueError(
@@ -257,9 +253,6 @@ def sample_many(
     for step in range(max_gen_toks):
         parent, token, multiplicity = _draw(logits, weights, temperature)
         ended = torch.isin(token, stop_ids) | (step == max_gen_toks - 1)
-        if decided is not None:
-            for r in (~ended).nonzero(as_tuple=True)[0].tolist():
-                ended[r] = decided([*tokens[parent[r], :step].tolist(), int(token[r])])
         for p, t, c in zip(parent[ended].tolist(), token[ended].tolist(), multiplicity[ended].tolist(), strict=True):
             done[int(origin[p])].append(([*tokens[p, :step].tolist(), t], c))
         go = (~ended).nonzero(as_tuple=True)[0]
