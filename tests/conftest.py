@@ -1,4 +1,6 @@
-"""Shared fixtures: tiny random models (built here, offline, in about a second each).
+"""Shared fixtures: tiny random models (built here, offline, in about a second each), the
+reference systems' runs, the task set, SmolLM2's folder. How the suite runs (the bytecode it
+compiles first, the order it sends modules in) is ``tests/suite.py``'s; its hooks are taken here.
 
 ``tiny_split`` splits digits into single tokens (like Qwen, SmolLM2, Gemma 3) and has a
 ChatML template; ``tiny_merge`` merges digit runs (like GPT-2) and has no template, so
@@ -8,8 +10,18 @@ it stands for a base model. Both come from ``calbench.tiny.build_tiny_model``.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
+
+from tests.suite import (  # noqa: F401  (pytest takes a conftest's hooks by name)
+    pytest_addoption,
+    pytest_collection_modifyitems,
+    pytest_configure,
+    pytest_runtest_logreport,
+    pytest_sessionfinish,
+)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -19,78 +31,79 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # `pytest -n 2`: one thread per worke
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ.setdefault(var, "1")
 
-# The longest modules are collected and sent first, longest first: on two workers (`-n 2 --dist loadfile`)
-# each runs beside the others instead of alone after them (the enumeration test ran last, one worker
-# idle), and the short modules fill in at the end. Their order: seconds per module (the numbers beside
-# them), one worker beside a one-thread training run on this 2-core machine.
-LONG_FIRST = (  # at 875b205: pytest -m "" -n 1 --dist loadfile --durations=0, summed per module
-    "test_smollm2_enumeration.py",  # 339
-    "test_harness.py",  # 160
-    "test_leaderboard_recipes.py",  # 132
-    "test_protocols.py",  # 118
-    "test_param_ranges.py",  # 109
-    "test_leaderboard_render.py",  # 73
-    "test_smollm2.py",  # 65
-    "test_leaderboard_curves.py",  # 63
-    "test_space.py",  # 56
-    "test_training.py",  # 32
-    "test_training_runs.py",  # 30
-    "test_cli.py",  # 28
-)
+
+# The reference systems' runs several modules read, each made once per test run: name -> (tasks,
+# samples per prompt; None for the sample-free tasks). "quick": the quick selection plainly and under
+# every prompting protocol (test_harness, test_protocols); "splits": the leaderboard's two splits
+# (test_leaderboard_render's records); "exact": the sample-free tasks (test_enumeration); "train":
+# the training probe (test_cli's `calbench eval` report).
+REFERENCE_RUNS: dict[str, tuple[tuple[str, ...], int | None]] = {
+    "quick": (
+        ("calbench_numeric_quick", *(f"calbench_numeric_quick_{p}" for p in ("batch", "seeded", "ssot", "verbalized"))),
+        200,
+    ),
+    "splits": (("calbench_numeric_unseen", "calbench_numeric_heldout"), 100),
+    "exact": (("calbench_numeric_unseen_exact", "calbench_numeric_heldout_exact"), None),
+    "train": (("calbench_numeric_train",), 60),
+}
 
 
-def pytest_configure(config):
-    # Compiled once here, by the controller, before any worker starts (compile_stale): calbench's own
-    # source tree (each `calbench` subprocess of the suite compiled it again, 0.2-0.3 s of its start)
-    # and the environment's packages (compileall writes bytecode whatever PYTHONDONTWRITEBYTECODE says).
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
-        import sys
-        import sysconfig
-        from pathlib import Path
+@dataclass(frozen=True)
+class ReferenceRun:
+    """A reference system's lm-eval run as written: its results file and samples logs."""
 
-        root = Path(__file__).resolve().parents[1]
-        folders = [root / "calbench", root / "training"]
-        if sys.prefix != sys.base_prefix:  # a virtual environment's packages (the system's are not ours to write)
-            folders.append(Path(sysconfig.get_paths()["purelib"]))
-        compile_stale(folders)
-    # xdist reorders --dist loadfile's modules by their number of tests (most first) unless told not to:
-    # the two-test enumeration module, the longest, then ran last, one worker idle beside it.
-    if hasattr(config.option, "loadscopereorder"):
-        config.option.loadscopereorder = False
+    folder: Path
 
+    @property
+    def files(self) -> list[Path]:
+        return sorted(self.folder.rglob("results_*.json"))
 
-def compile_stale(folders: list) -> None:
-    """Compiles the modules under ``folders`` that have no up-to-date bytecode, on every core.
+    @property
+    def results(self) -> dict:
+        """Task -> its metrics (lm-eval's ``results["results"]``)."""
+        from calbench.lm_eval_io import load_results
 
-    The README's test command installs with ``pip install --no-compile``: pip compiles one file at
-    a time (the install fell by 40-45 s without it), and without compiled modules every process of
-    the suite would compile what it imports, again and again under PYTHONDONTWRITEBYTECODE (set on
-    CI machines; calbench's own editable source tree is never compiled by pip at all). After a plain
-    ``pip install`` nothing is stale and the scan costs about a second. Files that do not compile
-    (torch ships a few in Python 3.12 syntax) are left as pip leaves them."""
-    import compileall
-    import importlib.util
-    from concurrent.futures import ProcessPoolExecutor
-    from functools import partial
-    from pathlib import Path
+        (file,) = self.files
+        return load_results(file)["results"]
 
-    stale = []
-    for folder in folders:
-        for source in Path(folder).rglob("*.py"):
-            compiled = Path(importlib.util.cache_from_source(str(source)))
-            if not compiled.exists() or compiled.stat().st_mtime < source.stat().st_mtime:
-                stale.append(str(source))
-    if len(stale) < 200:  # a few (an edited module, the ones that never compile): not worth a pool
-        for name in stale:
-            compileall.compile_file(name, quiet=2)
-        return
-    with ProcessPoolExecutor() as pool:
-        list(pool.map(partial(compileall.compile_file, quiet=2), stale, chunksize=64))
+    def samples(self, task: str) -> list[dict]:
+        from calbench.lm_eval_io import read_samples, samples_log
+
+        (file,) = self.files
+        return list(read_samples(samples_log(file, task)))
 
 
-def pytest_collection_modifyitems(config, items):
-    rank = {name: i for i, name in enumerate(LONG_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FIRST)))  # stable: the rest keep their order
+@pytest.fixture(scope="session")
+def references(tmp_path_factory):
+    """``references(name, model)``: the ``REFERENCE_RUNS`` run ``name`` of a reference system
+    (``calbench-oracle``, ``calbench-collapsed``), made by the first process of the test run that
+    asks for it (the workers of ``-n 2`` share a folder and take turns through a file lock) and
+    read from its files by every other; read-only."""
+    import shutil
+
+    from filelock import FileLock
+
+    from calbench import evaluation
+
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the run's folder, above each worker's own
+    made: dict[tuple[str, str], ReferenceRun] = {}
+
+    def get(name: str, model: str) -> ReferenceRun:
+        if (name, model) not in made:
+            folder = shared / "references" / name / model
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            with FileLock(f"{folder}.lock"):
+                if not (folder / "done").is_file():
+                    shutil.rmtree(folder, ignore_errors=True)
+                    tasks, n = REFERENCE_RUNS[name]
+                    evaluation.evaluate(model, list(tasks), num_samples=n, output_path=folder)
+                    (folder / "done").touch()
+            made[(name, model)] = ReferenceRun(folder)
+        return made[(name, model)]
+
+    return get
 
 
 @pytest.fixture(scope="session")

@@ -56,18 +56,7 @@ def evaluate_local(backend: str, tasks: Sequence[str], path: str | Path | None =
     return evaluation.evaluate(backend, list(tasks), model_args=model_args, device="cpu", **kwargs)
 
 
-REFERENCES = ("calbench-oracle", "calbench-collapsed")
-
-
-def reference_results(tasks: Sequence[str], num_samples: int = 200) -> dict[str, dict[str, Any]]:
-    """Each reference system's lm-eval results (``results["results"]``: task -> metrics) on
-    ``tasks``, run in-process with nothing written: ``[model][task]``."""
-    from calbench import evaluation
-
-    return {
-        model: evaluation.evaluate(model, list(tasks), num_samples=num_samples, output_path=None)["results"]
-        for model in REFERENCES
-    }
+REFERENCES = ("calbench-oracle", "calbench-collapsed")  # the reference systems (conftest.references runs them)
 
 
 def plain_lm_eval(pretrained: str | Path, tasks: str, output: Path, *extra: str) -> Any:

@@ -259,7 +259,7 @@ def test_short_forms_end_to_end(tmp_path):
 
 
 @pytest.mark.integration
-def test_calbench_eval_scores_the_answers_against_their_laws(tmp_path):
+def test_calbench_eval_scores_the_answers_against_their_laws(tmp_path, references):
     # The quality table reads the run's samples log: exact draws score near 100 with a tenth of
     # their answers in the law's outer 10% and medians that follow the laws'; one answer per law
     # (its median) scores 0. The same numbers as the leaderboard's (prompt_scores, outer).
@@ -268,9 +268,7 @@ def test_calbench_eval_scores_the_answers_against_their_laws(tmp_path):
 
     lines = {}
     for model in ("calbench-oracle", "calbench-collapsed"):
-        folder = tmp_path / model
-        evaluation.evaluate(model, ["calbench_numeric_train"], num_samples=60, output_path=folder)
-        results = latest_results(folder)
+        results = latest_results(references("train", model).folder)  # the training probe at 60 samples
         assert results is not None
         table = eval_report.summaries(results)
         assert "the answers against their laws" in table

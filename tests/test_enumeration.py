@@ -362,16 +362,14 @@ EXACT = ["calbench_numeric_unseen_exact", "calbench_numeric_heldout_exact"]
 
 
 @pytest.mark.parametrize("task", EXACT)
-def test_references_answer_the_exact_tasks(task):
-    from calbench import evaluation
-
-    oracle_run = evaluation.evaluate("calbench-oracle", [task], output_path=None)
-    oracle = oracle_run["results"][task]
-    collapsed = evaluation.evaluate("calbench-collapsed", [task], output_path=None)["results"][task]
+def test_references_answer_the_exact_tasks(task, references):
+    oracle_run = references("exact", "calbench-oracle")
+    oracle = oracle_run.results[task]
+    collapsed = references("exact", "calbench-collapsed").results[task]
     # each prompt's enum_w1 is the exact W1 of the law's canonical space (16,384 points) to the law
     from calbench.space import DEFAULT_DECIMALS, HARD_MAX_BINS
 
-    for sample in oracle_run["samples"][task]:
+    for sample in oracle_run.samples(task):
         record = sample["valid_mass"]
         target = make_target(record["family"], record["params"])
         space = canonical_space(target, DEFAULT_DECIMALS, HARD_MAX_BINS)

@@ -11,7 +11,7 @@ import calbench
 from calbench import evaluation
 from calbench.families import FAMILIES
 from calbench.protocols import PROTOCOLS
-from tests.helpers import evaluate_local, integration_except, load_task_yaml, reference_results, valid_rates, z_score
+from tests.helpers import REFERENCES, evaluate_local, integration_except, load_task_yaml, valid_rates, z_score
 
 TASK_FILES = sorted(p for p in calbench.tasks_path().glob("*.yaml") if not p.name.startswith("_"))
 TASKS = [p.stem for p in TASK_FILES]
@@ -210,8 +210,8 @@ def test_task_runs_on_oracle(task):
 
 
 @pytest.fixture(scope="module")
-def reference_runs():
-    return {model: r["calbench_numeric_quick"] for model, r in reference_results(["calbench_numeric_quick"]).items()}
+def reference_runs(references):
+    return {model: references("quick", model).results["calbench_numeric_quick"] for model in REFERENCES}
 
 
 @pytest.mark.integration

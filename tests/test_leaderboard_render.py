@@ -15,6 +15,7 @@ from calbench.families import FAMILIES
 from calbench.leaderboard import card as leaderboard_card
 from calbench.leaderboard import checks, numbers, plots, render, store
 from calbench.leaderboard.checks import RefusedRunError
+from calbench.lm_eval_io import load_results
 from calbench.stats import Z95, Estimate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,20 +24,18 @@ TASKS = ["calbench_numeric_unseen", "calbench_numeric_heldout"]
 
 
 @pytest.fixture(scope="module")
-def reference_results(tmp_path_factory):
-    out = {}
-    for model in ("calbench-oracle", "calbench-collapsed"):
-        folder = tmp_path_factory.mktemp(model)
-        evaluation.evaluate(model, TASKS, num_samples=100, output_path=folder)
-        out[model] = sorted(folder.rglob("results_*.json"))
+def reference_files(references):
+    """Each reference system's results files of the two splits at 100 samples per prompt."""
+    out = {model: references("splits", model).files for model in ("calbench-oracle", "calbench-collapsed")}
+    assert all(load_results(f[0])["results"].keys() == set(TASKS) for f in out.values())
     return out
 
 
 @pytest.fixture(scope="module")
-def records(reference_results):
+def records(reference_files):
     return [
-        store.build_record("oracle", "reference", reference_results["calbench-oracle"], "calbench eval oracle"),
-        store.build_record("collapsed", "reference", reference_results["calbench-collapsed"], "calbench eval c"),
+        store.build_record("oracle", "reference", reference_files["calbench-oracle"], "calbench eval oracle"),
+        store.build_record("collapsed", "reference", reference_files["calbench-collapsed"], "calbench eval c"),
     ]
 
 
@@ -152,7 +151,7 @@ def test_score_is_the_n_free_score_of_the_stored_samples(records):
     from calbench.families import make_target
     from calbench.metrics import calibration
 
-    oracle, collapsed = (numbers.calibration_score(r) for r in records)
+    oracle, collapsed = (numbers.Scored(r).calibration_score for r in records)
     assert oracle.value > 95 and oracle.value + Z95 * oracle.se >= 99  # about 100
     assert collapsed.value == pytest.approx(0.0, abs=1e-9)
     for record in records:
@@ -164,7 +163,7 @@ def test_score_is_the_n_free_score_of_the_stored_samples(records):
                 by_family.setdefault(p["family"], []).append(calibration.prompt_score(p["values"], p["n"], target))
         means = [sum(e.value for e in f) / len(f) for f in by_family.values()]
         assert len(means) == 30
-        assert numbers.calibration_score(record).value == pytest.approx(100 * sum(means) / 30, rel=1e-12)
+        assert numbers.Scored(record).calibration_score.value == pytest.approx(100 * sum(means) / 30, rel=1e-12)
 
 
 def test_rows_below_the_reference_size_are_marked(records):
@@ -174,28 +173,28 @@ def test_rows_below_the_reference_size_are_marked(records):
         task["samples_per_prompt"] = 20
         for p in task["samples"]:
             p["values"], p["n"] = p["values"][:20], 20
-    assert numbers.calibration_score(short) == "too few samples (20 < 50)"
-    assert numbers.ks_at_n(short) == "too few samples (20 < 100)"
+    assert numbers.Scored(short).calibration_score == "too few samples (20 < 50)"
+    assert numbers.Scored(short).ks_at_n == "too few samples (20 < 100)"
     assert [r["name"] for r in numbers.ranked([short, records[1]])] == ["collapsed", "oracle"]  # unscored last
     few = copy.deepcopy(records[0])
     first = few["tasks"]["calbench_numeric_unseen"]["samples"][0]
     first["values"] = first["values"][:10]  # 10 valid of 100: below the 50 a chunk needs
-    assert numbers.below_reference(few).value == pytest.approx(1 / 42)
-    assert numbers.below_reference(records[0]).value == 0
+    assert numbers.Scored(few).below_reference.value == pytest.approx(1 / 42)
+    assert numbers.Scored(records[0]).below_reference.value == 0
 
 
 def test_valid_rate_ks_and_pit_from_samples(records):
     oracle, collapsed = records
-    assert numbers.valid_rate(oracle).value == 1.0
-    assert numbers.ks_at_n(oracle).value > 0.9  # exact draws pass at p > 1e-4 (one in 10^4 fails)
-    assert numbers.ks_at_n(collapsed).value < 0.1  # only the Bernoulli prompts' collapse escapes the test
-    assert numbers.mean_pit_w1(oracle).value < 0.05 < 0.2 < numbers.mean_pit_w1(collapsed).value <= 0.5
+    assert numbers.Scored(oracle).valid_rate.value == 1.0
+    assert numbers.Scored(oracle).ks_at_n.value > 0.9  # exact draws pass at p > 1e-4 (one in 10^4 fails)
+    assert numbers.Scored(collapsed).ks_at_n.value < 0.1  # only the Bernoulli prompts' collapse escapes the test
+    assert numbers.Scored(oracle).mean_pit_w1.value < 0.05 < 0.2 < numbers.Scored(collapsed).mean_pit_w1.value <= 0.5
     record = copy.deepcopy(oracle)
     task = record["tasks"]["calbench_numeric_heldout"]
     for p in task["samples"]:
         p["values"] = p["values"][:25]  # a quarter valid in every held-out prompt
     # 24 unseen families at 1, 6 held-out at 1/4, each family pooled over its prompts
-    assert numbers.valid_rate(record).value == pytest.approx((24 + 6 * 0.25) / 30)
+    assert numbers.Scored(record).valid_rate.value == pytest.approx((24 + 6 * 0.25) / 30)
 
 
 def test_pit_histogram_by_hand():
@@ -206,8 +205,8 @@ def test_pit_histogram_by_hand():
     np.testing.assert_allclose(plots.pit_histogram([(u, u)]), 1.0, atol=0.03)
 
 
-def test_a_task_in_two_results_files_is_refused(reference_results):
-    (results,) = reference_results["calbench-oracle"][:1]
+def test_a_task_in_two_results_files_is_refused(reference_files):
+    (results,) = reference_files["calbench-oracle"][:1]
     with pytest.raises(RefusedRunError, match="is in two evaluations"):
         store.build_record("x", "reference", [results, results], "cmd")
 
@@ -220,15 +219,15 @@ def test_limited_run_is_refused(tmp_path):
     assert cli.main(["leaderboard", "add", "x", "--type", "reference", "--command", "c", str(results)]) == 2
 
 
-def test_mixed_systems_and_bad_types_are_refused(reference_results):
-    both = [reference_results["calbench-oracle"][0], reference_results["calbench-collapsed"][0]]
+def test_mixed_systems_and_bad_types_are_refused(reference_files):
+    both = [reference_files["calbench-oracle"][0], reference_files["calbench-collapsed"][0]]
     with pytest.raises(RefusedRunError, match="different systems"):
         store.build_record("x", "reference", both, "cmd")
     with pytest.raises(RefusedRunError, match="entry type"):
         store.build_record("x", "model", both[:1], "cmd")
 
 
-def test_render_and_store_round_trip(records, reference_results, tmp_path):
+def test_render_and_store_round_trip(records, reference_files, tmp_path):
     store_dir = tmp_path / "results"
     for record in records:
         store.save_record(record, store_dir)
@@ -350,14 +349,14 @@ def test_adapter_card_gets_the_evaluation(records, tmp_path):
     assert cli.main([*argv[:3], "nobody", "--results-dir", str(store_dir)]) == 2
 
 
-def test_add_takes_the_adapters_drift(reference_results, tmp_path, capsys):
+def test_add_takes_the_adapters_drift(reference_files, tmp_path, capsys):
     import json
 
     drift = tmp_path / "drift.json"
     drift.write_text(json.dumps({"model": "m", "drift": {"runs/a": {"drift_kl": 0.02, "drift_kl_se": 0.001}}}))
     store_dir = tmp_path / "results"
     common = ["--type", "reference", "--command", "c", "--results-dir", str(store_dir), "--drift", str(drift)]
-    files = [str(p) for p in reference_results["calbench-oracle"]]
+    files = [str(p) for p in reference_files["calbench-oracle"]]
     assert cli.main(["leaderboard", "add", "x", *common, "--adapter", str(Path("runs/a").resolve()), *files]) == 0
     (record,) = store.load_records(store_dir)
     assert numbers.drift_metric(record) == Estimate(0.02, 0.001)

@@ -34,7 +34,7 @@ def _mean_difference(base: dict, tuned: dict, task: str, metric: str) -> float:
 
 def test_point_is_the_score_difference_and_the_mean_paired_loss(stored):
     p = tradeoff.point(stored[BASE], stored[SOFT])
-    b, s = numbers.calibration_score(stored[BASE]), numbers.calibration_score(stored[SOFT])
+    b, s = numbers.Scored(stored[BASE]).calibration_score, numbers.Scored(stored[SOFT]).calibration_score
     assert p.calibration_gained.value == pytest.approx(s.value - b.value)
     assert p.calibration_gained.se == pytest.approx(np.hypot(s.se, b.se))
     lost = {key: -_mean_difference(stored[BASE], stored[SOFT], *key) for key in tradeoff.RETENTION}

@@ -15,7 +15,7 @@ from calbench import evaluation, protocols
 from calbench.families import FAMILIES, make_target, split_points
 from calbench.harness import protocol_metrics
 from calbench.metrics import protocol_diagnostics
-from tests.helpers import load_task_yaml, plain_lm_eval, reference_results, z_score
+from tests.helpers import REFERENCES, load_task_yaml, plain_lm_eval, z_score
 
 TASKS = [f"calbench_numeric_quick_{p}" for p in protocols.VARIANTS]
 GAUSSIAN = make_target("gaussian", {"mu": 3.5, "sigma": 3})
@@ -186,8 +186,10 @@ def test_tokens_per_valid_by_hand():
 
 
 @pytest.fixture(scope="module")
-def protocol_runs():
-    return reference_results(TASKS)
+def protocol_runs(references):
+    runs = {model: references("quick", model).results for model in REFERENCES}
+    assert all(set(TASKS) <= set(r) for r in runs.values())  # the shared run holds every protocol's task
+    return runs
 
 
 @pytest.mark.integration

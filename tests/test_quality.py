@@ -102,11 +102,11 @@ def test_ci_stops_when_any_step_of_the_readme_command_fails(tmp_path, failing):
 @pytest.mark.parametrize("modules", [3, 300])  # alone, and in a pool
 def test_the_suite_compiles_what_the_install_left_uncompiled(tmp_path, monkeypatch, modules):
     """The README's install skips pip's byte-compilation (``--no-compile``); the suite's first step
-    (``conftest.compile_stale``) compiles the modules that lack bytecode, and leaves alone those
+    (``tests.suite.compile_stale``) compiles the modules that lack bytecode, and leaves alone those
     that do not compile."""
     import importlib.util
 
-    from conftest import compile_stale
+    from tests.suite import compile_stale
 
     sources = [tmp_path / "pkg" / f"m{i}.py" for i in range(modules)]
     sources[0].parent.mkdir()
