@@ -78,11 +78,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from calbench import demo
 
     if not 1 <= args.num_samples <= policy.MAX_SAMPLES:
-        print(
-            f"calbench demo: --num-samples must be from 1 to {policy.MAX_SAMPLES}, got {args.num_samples}",
-            file=sys.stderr,
-        )
-        return 2
+        return _fail("demo", f"--num-samples must be from 1 to {policy.MAX_SAMPLES}, got {args.num_samples}")
     report = demo.run(args.output, num_samples=args.num_samples, batch_size=args.batch_size, families=args.families)
     print(report)
     return 0

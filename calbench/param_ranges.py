@@ -260,21 +260,16 @@ def _iqr(target: Target) -> float:
     return max(float(q3 - q1), 1.0) if target.integer else float(q3 - q1)
 
 
-def law_w1_iqr(a: Target, b: Target) -> float:
-    """W1 between two laws over ``b``'s IQR: the mean |Q_a(u) - Q_b(u)| at ``W1_POINTS`` quantile
-    midpoints (heavy tails are truncated there), over Q_b(3/4) - Q_b(1/4) (1 at least for
-    integer laws, as ``calbench.metrics.sampling.iqr``)."""
-    u = _midpoints()
-    return float(np.mean(np.abs(ppf(a.law, u) - ppf(b.law, u))) / _iqr(b))
-
-
 @cache
 def _grid_quantiles(family: Family) -> np.ndarray:
     return np.stack([ppf(t.law, _midpoints()) for t in family.points("train")])
 
 
 def min_grid_w1_iqr(target: Target) -> float:
-    """The smallest ``law_w1_iqr`` between any training grid law of ``target``'s family and its law."""
+    """The smallest W1 between any training grid law of ``target``'s family and its law, over
+    ``target``'s IQR: the mean |Q_grid(u) - Q(u)| at ``W1_POINTS`` quantile midpoints (heavy tails
+    are truncated there), over Q(3/4) - Q(1/4) (1 at least for integer laws, as
+    ``calbench.metrics.sampling.iqr``)."""
     grid = _grid_quantiles(_family(target.family))
     return float(np.abs(grid - ppf(target.law, _midpoints())).mean(axis=1).min() / _iqr(target))
 

@@ -219,41 +219,6 @@ def scored(records: Sequence[RunRecord | Scored]) -> list[Scored]:
     return [r if isinstance(r, Scored) else Scored(r) for r in records]
 
 
-# One record's numbers, scored afresh (a page scores its records once: ``Scored``).
-
-
-def prompts(record: RunRecord) -> dict[str, list[Prompt]] | None:
-    return Scored(record).prompts
-
-
-def calibration_score(record: RunRecord) -> Estimate | str:
-    return Scored(record).calibration_score
-
-
-def below_reference(record: RunRecord) -> Estimate:
-    return Scored(record).below_reference
-
-
-def valid_rate(record: RunRecord) -> Estimate:
-    return Scored(record).valid_rate
-
-
-def mean_pit_w1(record: RunRecord) -> Estimate:
-    return Scored(record).mean_pit_w1
-
-
-def ks_at_n(record: RunRecord, n: int = pit.KS_N) -> Estimate | str:
-    return Scored(record).ks_at(n)
-
-
-def split_score(record: RunRecord, split: str) -> Estimate | str:
-    return Scored(record).split_score(split)
-
-
-def split_following(record: RunRecord, split: str) -> Estimate | str:
-    return Scored(record).split_following(split)
-
-
 def tier_metric(record: RunRecord, tier: int, metric: str) -> Estimate:
     """Equal-weight mean of a sampling metric over one complexity tier's families."""
     values = [family_metric(record, f, metric) for f, fam in FAMILIES.items() if fam.tier == tier]

@@ -172,10 +172,6 @@ def render(stored: Sequence[RunRecord]) -> dict[str, str]:
     return _page(load_runs(stored), stored)[0]
 
 
-def readme_block(stored: Sequence[RunRecord]) -> str:
-    return _page(load_runs(stored), stored)[1]
-
-
 def write(stored: Sequence[RunRecord], out: Path, readme: Path | None, draw: bool = True) -> list[Path]:
     """Write the table (and the protocol-gap plot) under ``out``; splice the table into ``readme``
     if it has the protocol markers."""
