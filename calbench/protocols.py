@@ -25,9 +25,14 @@ hash of every task's prompts with the task's version, which moves when one chang
   with a generator seeded from the response and its index, and also scores the listed
   distribution itself.
 
-What a protocol's responses yield, and its diagnostics (serial dependence within batch
-lists, the verbalized distribution's W1, well-formed rates, tokens per valid sample), are
-``calbench.metrics.protocol_diagnostics``.
+Each row of ``PROTOCOLS`` carries what is particular to its protocol: its turn, its marker (the
+text that tells its turns apart, ``protocol_in``), what its responses yield (``Protocol.yields``:
+the answers, how many responses were well formed, what its diagnostics read), the names of its
+diagnostics, and a reference system's answer (``Protocol.reference``). The diagnostics themselves
+(serial dependence within batch lists, the verbalized distribution's W1, well-formed rates, tokens
+per valid sample) are ``calbench.metrics.protocol_diagnostics``'s. A new protocol is a row here
+(a subclass where its responses or its reference answer differ), its diagnostics there, and its
+tasks written by ``tasks/scripts/generate_protocol_tasks.py``.
 """
 
 from __future__ import annotations
@@ -35,7 +40,10 @@ from __future__ import annotations
 import math
 import re
 import string
+import typing
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -53,22 +61,100 @@ SEED_SLOT = "<<calbench-seed>>"  # where each request's seed goes in the rendere
 _LAW = "from {article} {display} distribution with parameters {params}."
 
 
+class Responder(typing.Protocol):
+    """What a reference system offers a protocol's reference answer (``calbench.backends.references``)."""
+
+    rng: np.random.Generator
+
+    def answer(self, target: Target) -> str: ...
+
+    def value(self, target: Target, rng: np.random.Generator | None = None) -> str: ...
+
+
+@dataclass(frozen=True)
+class Yield:
+    """What one prompt's responses yield under a protocol."""
+
+    items: list[str]  # the answer strings, scored like independent answers
+    well_formed: int  # responses in the protocol's format
+    parsed: list[Any]  # per response, what its diagnostics read (a batch's items, a verbalized list)
+
+
 @dataclass(frozen=True)
 class Protocol:
-    """One way of asking for samples: its user turn, its token budget, and its tasks' names."""
+    """One way of asking for samples: its user turn, its token budget, its tasks' names, the text
+    that marks its turns, what its responses yield, the diagnostics it reports and how a reference
+    system answers it. This row is ``independent``'s: every response is one answer."""
 
     name: str
     template: str  # fields: article, display, params (the law); k (batch, verbalized); seed (seeded)
     max_gen_toks: int
     items: int = 1  # samples one response yields (K for batch)
     task_suffix: str = ""  # its tasks are calbench_numeric_<set><suffix>
+    marker: str | None = None  # text only this protocol's turns hold (``protocol_in``)
+    k: int = 1  # numbers (batch) or candidates (verbalized) one turn asks for
+    # metrics it reports besides well_formed_rate and tokens_per_valid, each computed by
+    # calbench.metrics.protocol_diagnostics.DIAGNOSTICS from ``Yield.parsed``
+    diagnostics: tuple[str, ...] = ()
+
+    def yields(self, responses: Sequence[str], target: Target) -> Yield:
+        return Yield(list(responses), len(responses), list(responses))
+
+    def reference(self, system: Responder, context: str, target: Target) -> str:
+        """A reference system's response to one of this protocol's turns."""
+        return system.answer(target)
+
+
+class Batch(Protocol):
+    """K numbers per response: every valid item of the list is a sample (items past the K-th
+    ignored, missing ones invalid); well formed: exactly K numbers."""
+
+    def yields(self, responses: Sequence[str], target: Target) -> Yield:
+        lists = [batch_items(r, self.k) for r in responses]
+        return Yield([i for row in lists for i in row], sum(batch_well_formed(r, self.k) for r in responses), lists)
+
+    def reference(self, system: Responder, context: str, target: Target) -> str:
+        return ", ".join(system.value(target) for _ in range(self.k))
+
+
+class Seeded(Protocol):
+    """One answer per response; the reference draws with the seed its turn carries."""
+
+    def reference(self, system: Responder, context: str, target: Target) -> str:
+        seed = context.split(str(self.marker), 1)[1].split(".", 1)[0]
+        return system.value(target, np.random.default_rng(seed_for("reference seed", seed)))
+
+
+class Ssot(Protocol):
+    """The answer is the last ``Answer:`` line's; well formed: there is one."""
+
+    def yields(self, responses: Sequence[str], target: Target) -> Yield:
+        items = [ssot_answer(r) for r in responses]
+        return Yield(items, sum(bool(i) for i in items), items)
+
+    def reference(self, system: Responder, context: str, target: Target) -> str:
+        noise = "".join(SEED_ALPHABET[i] for i in system.rng.integers(0, len(SEED_ALPHABET), 16))
+        return f"{noise}\nAnswer: {system.value(target)}"
+
+
+class VerbalizedSampling(Protocol):
+    """k candidates with probabilities per response; one seeded draw from each list is the answer;
+    well formed: a list that parses. The reference lists k draws at equal probabilities."""
+
+    def yields(self, responses: Sequence[str], target: Target) -> Yield:
+        listed = [parse_verbalized(r, target) for r in responses]
+        items = [verbalized_draw(v, r, target, i) for i, (v, r) in enumerate(zip(listed, responses, strict=True))]
+        return Yield(items, sum(v is not None for v in listed), listed)
+
+    def reference(self, system: Responder, context: str, target: Target) -> str:
+        return "\n".join(f"{system.value(target)}: {1 / self.k:.6g}" for _ in range(self.k))
 
 
 PROTOCOLS: dict[str, Protocol] = {
     p.name: p
     for p in (
         Protocol("independent", TEMPLATE, max_gen_toks=32),  # calbench.prompt's plain prompt
-        Protocol(
+        Batch(
             "batch",
             "You are a random number generator. Generate exactly {k} independent samples "
             + _LAW
@@ -76,32 +162,41 @@ PROTOCOLS: dict[str, Protocol] = {
             max_gen_toks=16 * BATCH_K,
             items=BATCH_K,
             task_suffix="_batch",
+            marker="You are a random number generator.",
+            k=BATCH_K,
+            diagnostics=("lag1_autocorr", "runs_z", "duplicate_excess"),
         ),
-        Protocol(
+        Seeded(
             "seeded",
             "Random seed: {seed}. Use this seed to generate exactly ONE random number "
             + _LAW
             + " Output ONLY the number.",
             max_gen_toks=32,
             task_suffix="_seeded",
+            marker="Random seed: ",
         ),
-        Protocol(
+        Ssot(
             "ssot",
             "Generate exactly ONE random number " + _LAW + " First write a random string of 16 characters on "
             "its own line. Then derive the number from that string so that it follows the distribution. "
             "End with a final line of the form: Answer: <number>",
             max_gen_toks=256,
             task_suffix="_ssot",
+            marker="Answer: <number>",
         ),
-        Protocol(
+        VerbalizedSampling(
             "verbalized",
             "Consider ONE random number drawn " + _LAW + " List {k} possible values of it, each with the "
             "probability of drawing it, one per line as <value>: <probability>. Output ONLY the list.",
             max_gen_toks=24 * VERBALIZED_K,
             task_suffix="_verbalized",
+            marker="<value>: <probability>",
+            k=VERBALIZED_K,
+            diagnostics=("verbalized_w1_iqr",),
         ),
     )
 }
+INDEPENDENT = PROTOCOLS["independent"]
 
 _LAW_RE = re.compile(r"from (?:a|an) (?P<display>.+?) distribution with parameters (?P<params>.*?)\.(?=\s|$)")
 
@@ -111,24 +206,20 @@ def protocol_text(protocol: str, target: Target, seed: str = SEED_SLOT) -> str:
     p = PROTOCOLS[protocol]
     family = target.family
     params = ", ".join(f"{k}={format_value(v)}" for k, v in target.items)
-    k = BATCH_K if protocol == "batch" else VERBALIZED_K
-    return p.template.format(article=family.article, display=family.display, params=params, k=k, seed=seed)
+    return p.template.format(article=family.article, display=family.display, params=params, k=p.k, seed=seed)
 
 
 VARIANTS = tuple(name for name, p in PROTOCOLS.items() if p.task_suffix)  # the protocols with task variants
 
 
+def protocol_in(text: str) -> Protocol:
+    """The protocol whose turn ``text`` holds: the first whose marker it holds, else independent."""
+    return next((p for p in PROTOCOLS.values() if p.marker is not None and p.marker in text), INDEPENDENT)
+
+
 def protocol_of(text: str) -> str:
-    """Which protocol's turn ``text`` holds ("independent" when none of the others)."""
-    for name, marker in (
-        ("batch", "You are a random number generator."),
-        ("seeded", "Random seed: "),
-        ("ssot", "Answer: <number>"),
-        ("verbalized", "<value>: <probability>"),
-    ):
-        if marker in text:
-            return name
-    return "independent"
+    """Which protocol's turn ``text`` holds ("independent" when none of the others), by name."""
+    return protocol_in(text).name
 
 
 def read_target(text: str) -> Target:

@@ -15,6 +15,7 @@ from calbench import evaluation, protocols
 from calbench.families import FAMILIES, make_target, split_points
 from calbench.harness import protocol_metrics
 from calbench.metrics import protocol_diagnostics
+from calbench.parse import classify
 from tests.helpers import REFERENCES, load_task_yaml, plain_lm_eval, z_score
 
 TASKS = [f"calbench_numeric_quick_{p}" for p in protocols.VARIANTS]
@@ -109,6 +110,25 @@ def test_no_response_crashes_any_parser(text):
     if listed is not None:
         assert listed.probs.sum() == pytest.approx(1.0)
     assert isinstance(protocols.verbalized_draw(listed, text, GAUSSIAN), str)
+
+
+@pytest.mark.parametrize("protocol", list(protocols.PROTOCOLS))
+def test_each_row_carries_its_marker_diagnostics_and_reference_answer(protocol):
+    """A protocol is one row: its marker names its turns alone, each diagnostic it names is computed
+    (and no other), and the oracle's answer to its turn is well formed and yields valid samples."""
+    from calbench.backends.references import OracleLM
+
+    row = protocols.PROTOCOLS[protocol]
+    text = protocols.protocol_text(protocol, GAUSSIAN, seed="AbC123")
+    assert protocols.protocol_in(text) is row
+    others = [p for p in protocols.PROTOCOLS.values() if p is not row and p.marker is not None]
+    assert not any(p.marker in text for p in others)
+    responses = [OracleLM(seed=3).respond(text) for _ in range(4)]
+    items, extras = protocol_diagnostics.samples_of(protocol, responses, GAUSSIAN)
+    assert set(extras) == {"well_formed_rate", *row.diagnostics}
+    assert extras["well_formed_rate"][0] == 1.0
+    assert len(items) == 4 * row.items and all(classify(i, GAUSSIAN).valid for i in items)
+    assert set(protocol_metrics(protocol)) == {"well_formed_rate", "tokens_per_valid", *row.diagnostics}
 
 
 def test_malformed_lists_are_invalid():

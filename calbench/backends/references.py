@@ -36,7 +36,6 @@ from calbench.metrics.enumeration import Enumeration
 from calbench.metrics.likelihood import TokenLogprobs
 from calbench.param_ranges import is_training_family, nearest_training_prompt
 from calbench.space import DEFAULT_DECIMALS, HARD_MAX_BINS, canonical_space
-from calbench.stats import seed_for
 from calbench.trie import build_trie
 
 MODE_GRID = 20001
@@ -90,21 +89,8 @@ class ReferenceLM(LM):
         return self.answer(target)
 
     def respond(self, context: str) -> str:
-        """The answer to one request, in the format of the protocol its prompt uses."""
-        target = _target_of(context)
-        protocol = protocols.protocol_of(context)
-        if protocol == "independent":
-            return self.answer(target)
-        if protocol == "batch":
-            return ", ".join(self.value(target) for _ in range(protocols.BATCH_K))
-        if protocol == "seeded":
-            seed = context.split("Random seed: ", 1)[1].split(".", 1)[0]
-            return self.value(target, np.random.default_rng(seed_for("reference seed", seed)))
-        if protocol == "ssot":
-            noise = "".join(protocols.SEED_ALPHABET[i] for i in self.rng.integers(0, len(protocols.SEED_ALPHABET), 16))
-            return f"{noise}\nAnswer: {self.value(target)}"
-        k = protocols.VERBALIZED_K  # verbalized: k values with equal probabilities
-        return "\n".join(f"{self.value(target)}: {1 / k:.6g}" for _ in range(k))
+        """The answer to one request, in the format of the protocol its prompt uses (its row's ``reference``)."""
+        return protocols.protocol_in(context).reference(self, context, _target_of(context))
 
     def generate_until(self, requests: list[Any], disable_tqdm: bool = False) -> list[str]:
         return [self.respond(r.args[0]) for r in tqdm(requests, desc=f"{self.name} answers", disable=disable_tqdm)]

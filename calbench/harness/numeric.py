@@ -169,9 +169,8 @@ class ProtocolTask(SamplingTask):
 
 
 def protocol_metrics(protocol: str) -> tuple[str, ...]:
-    """The diagnostics a protocol task reports besides the sampling metrics."""
-    extra = {"batch": ("lag1_autocorr", "runs_z", "duplicate_excess"), "verbalized": ("verbalized_w1_iqr",)}
-    return ("well_formed_rate", "tokens_per_valid", *extra.get(protocol, ()))
+    """The diagnostics a protocol task reports besides the sampling metrics (its row's, ``Protocol.diagnostics``)."""
+    return ("well_formed_rate", "tokens_per_valid", *protocols.PROTOCOLS[protocol].diagnostics)
 
 
 def protocol_summary(summary: prompt_scores.Summary, records: list[dict[str, Any]]) -> prompt_scores.Summary:

@@ -43,9 +43,10 @@ from typing import Any
 import numpy as np
 
 from calbench.families import FAMILIES, Target, make_target, target_from_key
-from calbench.metrics import calibration, moments, pit, protocol_diagnostics, sampling
+from calbench.metrics import calibration, moments, pit, sampling
 from calbench.metrics.calibration import Prompt
 from calbench.parse import classify
+from calbench.protocols import PROTOCOLS
 from calbench.stats import (
     UNDEFINED,
     Estimate,
@@ -245,8 +246,11 @@ def summarize(records: Iterable[PromptScore]) -> Summary:
 def stored_answers(responses: Sequence[str], target: Target, protocol: str = "independent") -> tuple[int, list[float]]:
     """What a run record keeps of one prompt: its number of samples and their valid parsed
     values in order, to 6 significant digits: the samples its responses yield under ``protocol``
-    (``protocol_diagnostics.samples_of``; independent requests: the responses themselves)."""
-    items, _ = protocol_diagnostics.samples_of(protocol, list(responses), target)
+    (``Protocol.yields``, without the protocol's diagnostics; independent requests: the responses
+    themselves)."""
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"unknown protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
+    items = PROTOCOLS[protocol].yields(list(responses), target).items
     answers = [classify(text, target) for text in items]
     return len(answers), [float(f"{a.value:.6g}") for a in answers if a.valid and a.value is not None]
 

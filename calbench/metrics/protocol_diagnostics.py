@@ -1,14 +1,17 @@
 """What a sampling protocol's responses yield, and its diagnostics (pure).
 
-``samples_of`` turns one prompt's responses under a protocol (``calbench.protocols``) into
-the answer strings scored like independent answers, with the protocol's own per-prompt
-diagnostics; ``tokens_per_valid`` is the generated tokens per valid sample.
+``samples_of`` turns one prompt's responses under a protocol (a row of ``calbench.protocols``)
+into the answer strings scored like independent answers, with the protocol's own per-prompt
+diagnostics (``DIAGNOSTICS``: the functions behind the names a row lists); ``tokens_per_valid``
+is the generated tokens per valid sample.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -16,16 +19,7 @@ from calbench.families import Target, ppf
 from calbench.metrics import pit
 from calbench.metrics.sampling import iqr
 from calbench.parse import classify
-from calbench.protocols import (
-    BATCH_K,
-    PROTOCOLS,
-    Verbalized,
-    batch_items,
-    batch_well_formed,
-    parse_verbalized,
-    ssot_answer,
-    verbalized_draw,
-)
+from calbench.protocols import PROTOCOLS, Verbalized
 from calbench.stats import rate_se, seed_for
 
 W1_GRID = 20_000  # quantile midpoints behind a verbalized distribution's W1
@@ -105,52 +99,60 @@ def _pit_points(values: np.ndarray, target: Target) -> np.ndarray:
     return (a + b) / 2
 
 
-def samples_of(protocol: str, responses: list[str], target: Target) -> tuple[list[str], dict[str, list[float | None]]]:
-    """The answer strings a protocol's responses yield (scored like independent answers), and
-    the protocol's own per-prompt diagnostics as ``[value, se]`` pairs.
+def serial_dependence(lists: Sequence[list[str]], target: Target) -> dict[str, list[float | None]]:
+    """A batch protocol's lists: ``lag1_autocorr`` (mean over lists of the lag-1 autocorrelation of
+    their valid items' PIT values; biased below 0 for i.i.d. lists: the oracle's lists of 10
+    average -0.13), ``runs_z`` (mean runs-test z over lists; about 0 for i.i.d.) and
+    ``duplicate_excess`` (mean share of repeated items minus what exact draws repeat)."""
+    acs, runs, dups = [], [], []
+    k = max((len(row) for row in lists), default=0)  # K: batch_items pads every list to it
+    for row in lists:
+        answers = [classify(i, target) for i in row]
+        values = np.array([a.value for a in answers if a.valid], dtype=float)
+        if values.size:
+            u = _pit_points(values, target)
+            acs.append(lag1_autocorrelation(u))
+            runs.append(runs_z(u))
+            dups.append(duplicate_rate(np.round(values, 5)))
+    dup, dup_se = _mean_se(dups)
+    return {
+        "lag1_autocorr": list(_mean_se(acs)),
+        "runs_z": list(_mean_se(runs)),
+        "duplicate_excess": [None if dup is None else dup - exact_duplicate_rate(target, k), dup_se],
+    }
 
-    Diagnostics: ``well_formed_rate`` (batch: exactly K numbers; ssot: an ``Answer:`` line;
-    verbalized: a parseable list; seeded and independent: every response); batch also ``lag1_autocorr``
-    (mean over lists of the lag-1 autocorrelation of their valid items' PIT values; biased
-    below 0 for i.i.d. lists: the oracle's lists of 10 average -0.13), ``runs_z`` (mean runs-test z over lists; about 0 for i.i.d.) and
-    ``duplicate_excess`` (mean share of repeated items minus what exact draws repeat);
-    verbalized also ``verbalized_w1_iqr`` (mean exact W1 of the listed distributions to the
-    law, over the IQR).
-    """
-    n = len(responses)
-    extras: dict[str, list[float | None]] = {}
-    if protocol == "batch":
-        lists = [batch_items(r) for r in responses]
-        items = [i for items in lists for i in items]
-        formed = sum(batch_well_formed(r) for r in responses)
-        acs, runs, dups = [], [], []
-        for row in lists:
-            answers = [classify(i, target) for i in row]
-            values = np.array([a.value for a in answers if a.valid], dtype=float)
-            if values.size:
-                u = _pit_points(values, target)
-                acs.append(lag1_autocorrelation(u))
-                runs.append(runs_z(u))
-                dups.append(duplicate_rate(np.round(values, 5)))
-        extras["lag1_autocorr"] = list(_mean_se(acs))
-        extras["runs_z"] = list(_mean_se(runs))
-        dup, dup_se = _mean_se(dups)
-        extras["duplicate_excess"] = [None if dup is None else dup - exact_duplicate_rate(target, BATCH_K), dup_se]
-    elif protocol == "ssot":
-        items = [ssot_answer(r) for r in responses]
-        formed = sum(bool(i) for i in items)
-    elif protocol == "verbalized":
-        listed = [parse_verbalized(r, target) for r in responses]
-        items = [verbalized_draw(v, r, target, i) for i, (v, r) in enumerate(zip(listed, responses, strict=True))]
-        formed = sum(v is not None for v in listed)
-        scale = iqr(target)
-        extras["verbalized_w1_iqr"] = list(_mean_se([verbalized_w1(v, target) / scale for v in listed if v]))
-    elif protocol in ("independent", "seeded"):  # every response is one answer
-        items, formed = list(responses), n
-    else:
+
+def listed_w1(listed: Sequence[Verbalized | None], target: Target) -> dict[str, list[float | None]]:
+    """A verbalized protocol's lists: ``verbalized_w1_iqr``, the mean exact W1 of the listed
+    distributions to the law, over the IQR (malformed lists left out)."""
+    scale = iqr(target)
+    return {"verbalized_w1_iqr": list(_mean_se([verbalized_w1(v, target) / scale for v in listed if v]))}
+
+
+# Each diagnostic a protocol row names (``Protocol.diagnostics``) -> the function that computes it,
+# and its siblings, from the row's parsed responses (``Yield.parsed``).
+DIAGNOSTICS: dict[str, Callable[[Any, Target], dict[str, list[float | None]]]] = {
+    "lag1_autocorr": serial_dependence,
+    "runs_z": serial_dependence,
+    "duplicate_excess": serial_dependence,
+    "verbalized_w1_iqr": listed_w1,
+}
+
+
+def samples_of(protocol: str, responses: list[str], target: Target) -> tuple[list[str], dict[str, list[float | None]]]:
+    """The answer strings a protocol's responses yield (scored like independent answers:
+    ``Protocol.yields``), and the protocol's own per-prompt diagnostics as ``[value, se]`` pairs:
+    ``well_formed_rate`` (the share of responses in its format) and those its row names."""
+    if protocol not in PROTOCOLS:
         raise ValueError(f"unknown protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
-    extras["well_formed_rate"] = [formed / n if n else None, rate_se(formed, n) if n else None]
-    return items, extras
+    row = PROTOCOLS[protocol]
+    got = row.yields(responses, target)
+    extras: dict[str, list[float | None]] = {}
+    for diagnose in dict.fromkeys(DIAGNOSTICS[name] for name in row.diagnostics):
+        extras.update(diagnose(got.parsed, target))
+    n = len(responses)
+    extras["well_formed_rate"] = [got.well_formed / n if n else None, rate_se(got.well_formed, n) if n else None]
+    return got.items, extras
 
 
 def tokens_per_valid(tokens: list[int], valid: list[int]) -> list[float | None]:
