@@ -54,6 +54,7 @@ from calbench.backends.sampler import sample_many
 from calbench.backends.tree_attention import score_trie
 from calbench.tiny import build_tiny_model
 from calbench.training.data import FullTrieCollator, HardCollator, SoftPathCollator, TrainingSet
+from calbench.training.methods import METHODS
 from calbench.training.trainer import CalibrationTrainer
 from calbench.trie import Trie, build_trie
 
@@ -274,15 +275,16 @@ def training_batches(data: TrainingSet) -> dict[str, dict[str, Any]]:
 
 def trainer_for(model: Any, device: torch.device, out: str) -> CalibrationTrainer:
     args = TrainingArguments(output_dir=out, use_cpu=device.type == "cpu", report_to=[])
-    return CalibrationTrainer(model=model, args=args, method="soft", tau=1.0)
+    return CalibrationTrainer(model=model, args=args, method=METHODS["soft"], tau=1.0)
 
 
 def loss_and_grads(trainer: CalibrationTrainer, method: str, batch: dict[str, Any]) -> tuple[float, torch.Tensor]:
-    """The method's loss on ``batch`` (its own ``compute_loss``) and the flattened LoRA gradients."""
+    """The method's loss on ``batch`` (its own ``compute_loss``) and the flattened LoRA gradients
+    (``method``: a key of ``training_batches``, the full-trie batch trained by the soft loss)."""
     model = trainer.model
     assert model is not None
     device = next(model.parameters()).device
-    trainer.method = method
+    trainer.method = METHODS[method.removesuffix("-all")]
     model.zero_grad(set_to_none=True)
     loss = trainer.compute_loss(model, {k: v.to(device) if torch.is_tensor(v) else v for k, v in batch.items()})
     loss.backward()

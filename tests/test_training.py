@@ -210,6 +210,18 @@ OPTIONS = {
 }
 
 
+def test_every_method_is_one_row_with_its_defaults_and_a_pinned_trajectory():
+    """``--method`` offers exactly the rows of ``METHODS``; each has its defaults and a trajectory below."""
+    import typing
+
+    from calbench.training.config import CHOICES, METHOD_DEFAULTS, Method
+    from calbench.training.methods import METHODS
+
+    assert list(METHODS) == list(METHOD_DEFAULTS) == CHOICES["method"] == list(typing.get_args(Method))
+    assert all(METHODS[name].name == name for name in METHODS)
+    assert {options["method"] for options in OPTIONS.values()} == set(METHODS)
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("name", list(TRAJECTORIES))
 def test_pinned_loss_trajectory(name, tiny_split, tmp_path):

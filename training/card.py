@@ -10,6 +10,7 @@ from calbench.leaderboard.card import CARD_AFTER_EVALUATION, CARD_EVALUATION
 from calbench.provenance import package_versions
 from calbench.train_record import logged_loss
 from calbench.training.config import ResolvedTrainConfig, TrainConfig
+from calbench.training.methods import METHODS
 
 
 def versions() -> dict[str, str]:
@@ -45,12 +46,7 @@ def data_text(config: TrainConfig) -> str:
 
 def render(config: ResolvedTrainConfig, summary: dict[str, Any], evaluation: str | None = None) -> str:
     """Markdown model card: base model, method, data, optimisation, steps, evaluation."""
-    method = (
-        "soft targets: KL from the trie's next-token targets q(·|prefix) to the model, "
-        + ("along one sampled answer per example" if config.soft_paths == "sample" else "over every trie node (exact)")
-        if config.method == "soft"
-        else "hard targets: cross-entropy on sampled answers and their terminator"
-    )
+    method = METHODS[config.method].card(config)
     entry = model_catalogue.CATALOGUE.get(config.model)
     raw = summary.get("base_model")
     source: dict[str, Any] = raw if isinstance(raw, dict) else {}  # a string in cards of older runs

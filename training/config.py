@@ -22,11 +22,28 @@ from typing import Any, Literal, Self
 
 from calbench.space import EVAL_MAX_BINS, HARD_MAX_BINS
 
-Method = Literal["soft", "hard"]
+Method = Literal["soft", "hard"]  # a row of calbench.training.methods.METHODS
 Parameters = Literal["grid", "fresh"]
 Finetune = Literal["lora", "full"]
 Accumulation = Literal["mean", "legacy"]
 MAX_DECIMALS = 12
+
+
+@dataclass(frozen=True)
+class MethodDefaults:
+    """What a training method fills in where an option is not given (``TrainConfig.resolve``)."""
+
+    max_bins: int
+    epochs: int
+    samples_per_prompt: int
+
+
+# Each training method's defaults, the paper's: its collator, loss and card text are its row of
+# calbench.training.methods.METHODS (same names; that module needs torch, this one does not).
+METHOD_DEFAULTS: dict[str, MethodDefaults] = {
+    "soft": MethodDefaults(max_bins=EVAL_MAX_BINS, epochs=3, samples_per_prompt=1),
+    "hard": MethodDefaults(max_bins=HARD_MAX_BINS, epochs=2, samples_per_prompt=16),
+}
 
 
 def _flag(help: str, **kw: Any) -> Any:
@@ -132,19 +149,17 @@ class TrainConfig:
     chat: bool | None = _flag("wrap prompts in the chat template (default: when the tokenizer has one)", default=None)
 
     def resolve(self) -> ResolvedTrainConfig:
-        """The config with the method-dependent defaults filled in (only where an option was not given)."""
-        soft = self.method == "soft"
-
-        def default(value: int | None, if_soft: int, if_hard: int) -> int:
-            return (if_soft if soft else if_hard) if value is None else value
-
+        """The config with the method's defaults filled in (only where an option was not given)."""
+        # an unknown method (refused by validate) resolves with the hard defaults, as it always has
+        method = METHOD_DEFAULTS.get(self.method, METHOD_DEFAULTS["hard"])
         given = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         return ResolvedTrainConfig(
             **{
                 **given,
-                "max_bins": default(self.max_bins, EVAL_MAX_BINS, HARD_MAX_BINS),
-                "epochs": default(self.epochs, 3, 2),
-                "samples_per_prompt": default(self.samples_per_prompt, 1, 16),
+                **{
+                    name: getattr(method, name) if given[name] is None else given[name]
+                    for name in ("max_bins", "epochs", "samples_per_prompt")
+                },
                 "widen": (2.0 if self.parameters == "fresh" else 1.0) if self.widen is None else float(self.widen),
             }
         )
@@ -160,7 +175,7 @@ class TrainConfig:
         def finite(x: float) -> bool:
             return isinstance(x, int | float) and math.isfinite(x)
 
-        need(self.method in ("soft", "hard"), "method", "must be soft or hard")
+        need(self.method in METHOD_DEFAULTS, "method", f"must be {' or '.join(METHOD_DEFAULTS)}")
         need(self.soft_paths in ("sample", "all"), "soft_paths", "must be sample or all")
         need(self.parameters in ("grid", "fresh"), "parameters", "must be grid or fresh")
         need(self.finetune in ("lora", "full"), "finetune", "must be lora or full")
@@ -242,7 +257,7 @@ class ResolvedTrainConfig(TrainConfig):
 
 
 CHOICES = {
-    "method": ["soft", "hard"],
+    "method": list(METHOD_DEFAULTS),
     "soft_paths": ["sample", "all"],
     "parameters": ["grid", "fresh"],
     "finetune": ["lora", "full"],

@@ -35,8 +35,8 @@ from calbench.backends.tree_attention import cache_kwarg, output_cache
 from calbench.train_record import logged_loss, mean_logged_loss
 from calbench.training import card, run_folder
 from calbench.training.config import Accumulation, ResolvedTrainConfig, TrainConfig
-from calbench.training.data import FullTrieCollator, HardCollator, SoftPathCollator, TrainingSet
-from calbench.training.losses import hard_ce, soft_kl
+from calbench.training.data import TrainingSet
+from calbench.training.methods import METHODS, Method
 from calbench.training.retain import RetainSet, retain_kl
 
 
@@ -58,7 +58,7 @@ class CalibrationTrainer(Trainer):
     def __init__(
         self,
         *args: Any,
-        method: str,
+        method: Method,
         tau: float,
         retain: RetainSet | None = None,
         retain_weight: float = 0.0,
@@ -117,10 +117,7 @@ class CalibrationTrainer(Trainer):
             logits_to_keep=int(inputs["logits_to_keep"]),
             **past,
         )
-        if self.method == "hard":
-            loss = hard_ce(out.logits, inputs["labels"])
-        else:
-            loss = self._soft_loss(heads, out.logits.reshape(-1, out.logits.shape[-1]), inputs)
+        loss = self.method.loss(heads, out.logits, inputs, self.tau)
         if self.retain is not None and self.retain_weight > 0:
             loss = loss + self.retain_weight * self._retain_term(model)
         if not torch.isfinite(loss.detach()):
@@ -129,27 +126,6 @@ class CalibrationTrainer(Trainer):
                 "written so far are kept); a lower --lr or --max-grad-norm usually helps"
             )
         return (loss, out) if return_outputs else loss
-
-    def _soft_loss(self, heads: list[torch.Tensor], logits: torch.Tensor, inputs: dict[str, Any]) -> torch.Tensor:
-        """``soft_kl`` on the rows ``row_index`` picks from the heads' logits, then ``logits``
-        (as if concatenated; they are not: each part is read in place)."""
-        index, loss = inputs["row_index"], None
-        offset = 0
-        for part in [*heads, logits]:
-            mine = (index >= offset) & (index < offset + part.shape[0])
-            if bool(mine.any()):
-                term = soft_kl(
-                    part,
-                    inputs["child_ids"][mine],
-                    inputs["child_q"][mine],
-                    inputs["row_weights"][mine],
-                    tau=self.tau,
-                    rows=index[mine] - offset,
-                )
-                loss = term if loss is None else loss + term
-            offset += part.shape[0]
-        assert loss is not None, "a soft batch trains at least one row"
-        return loss
 
     def _retain_term(self, model: Any) -> torch.Tensor:
         """KL(base ‖ tuned) on the next retain batch, chosen by the optimizer step, the forward
@@ -263,13 +239,8 @@ def build(config: ResolvedTrainConfig) -> tuple[CalibrationTrainer, TrainingSet]
     world = int(os.environ.get("WORLD_SIZE", "1"))
     per_step = config.batch_size * world
     accumulation = max(1, config.effective_batch // per_step)
-    collator: Any
-    if config.method == "hard":
-        collator = HardCollator(data, config.decimals, max_bins)
-    elif config.soft_paths == "all":
-        collator = FullTrieCollator(data, config.decimals, max_bins, config.trie_row_nodes)
-    else:
-        collator = SoftPathCollator(data, config.decimals, max_bins)
+    method = METHODS[config.method]
+    collator = method.collator(config, data, max_bins)
     args = TrainingArguments(
         output_dir=config.output,
         per_device_train_batch_size=config.batch_size,
@@ -301,7 +272,7 @@ def build(config: ResolvedTrainConfig) -> tuple[CalibrationTrainer, TrainingSet]
         data_collator=collator,
         # A full fine-tune's checkpoints are whole models: with their tokenizer, each one is evaluated as is.
         **({"processing_class": tokenizer} if full else {}),
-        method=config.method,
+        method=method,
         tau=config.tau,
         retain=retain,
         retain_weight=config.retain_weight,
