@@ -395,9 +395,9 @@ def test_a_kill_while_the_adapter_is_replaced_leaves_a_complete_adapter(tiny_spl
 
 @pytest.mark.integration
 def test_a_non_finite_loss_stops_training_with_a_clear_error(tiny_split, tmp_path, monkeypatch, capsys):
-    from calbench.training import trainer
+    from calbench.training import methods
 
-    monkeypatch.setattr(trainer, "soft_kl", lambda *a, **k: torch.tensor(math.nan, requires_grad=True))
+    monkeypatch.setattr(methods, "soft_kl", lambda *a, **k: torch.tensor(math.nan, requires_grad=True))
     assert train_main(as_flags(tiny_config(tiny_split, tmp_path))) == 2
     err = capsys.readouterr().err
     assert "the training loss is nan at step 1: stopping" in err
