@@ -40,7 +40,10 @@ from typing import Literal
 
 import numpy as np
 
-from calbench.families import FAMILIES, Family, InvalidParametersError, Target, ppf, round_params
+from calbench.extra_families import EXTRA_FAMILIES, VALIDATION, VALIDATION_POINTS
+from calbench.families import FAMILIES, Family, InvalidParametersError, Target, get_family, ppf, round_params
+from calbench.name_pairs import name_points
+from calbench.space import DEFAULT_DECIMALS, HARD_MAX_BINS, canonical_space
 from calbench.stats import seed_for
 
 Scale = Literal["lin", "log"]
@@ -54,9 +57,15 @@ AXIS_SCALES: dict[str, tuple[Scale, float, float, Callable[[dict[str, float]], f
     "mode": ("lin", 0.0, 1.0, lambda p: (p["c"] - p["a"]) / (p["b"] - p["a"])),  # Triangular's mode
     "f": ("lin", 0.05, 0.95, lambda p: p["K"] / p["M"]),  # Hypergeometric's K / M (never degenerate)
     "s": ("log", 0.0, math.inf, lambda p: list(p.values())[1]),  # Laplace's, Logistic's, Gumbel's scale
+    # the extra families' (calbench.extra_families): a bounded law's upper - lower, and the quantiles
+    # of a truncation's base at its bounds (a function of the base law, not of the prompt's values)
+    "span": ("log", 0.0, math.inf, lambda p: p["upper"] - p["lower"]),
+    "q_lower": ("lin", 0.001, 0.499, lambda p: math.nan),
+    "q_upper": ("lin", 0.501, 0.999, lambda p: math.nan),
 }
 PROB_BOUNDS = (0.02, 0.98)  # a widened probability stays clear of degenerate laws
 W1_POINTS = 1000  # quantile midpoints of the law-to-law W1 (heavy tails: a truncated W1)
+HELDOUT_POINTS = 200  # the held-out margin's: 200 midpoints, a draw's W1 at a fifth of the cost
 
 
 def param_scale(family: Family, name: str) -> Scale:
@@ -97,12 +106,15 @@ class Axis:
 
 
 def is_training_family(family: Family) -> bool:
-    return "train" in family.grids
+    """One of the paper's 24 training families (not a held-out one, not a training-only extra one)."""
+    return family.name in FAMILIES and "train" in family.grids
 
 
 def _family(family: Family | str) -> Family:
-    f = FAMILIES[family] if isinstance(family, str) else family
-    if not is_training_family(f):
+    """A family with a range to draw from: a training family or an extra one (a held-out family
+    raises ``ValueError``)."""
+    f = get_family(family) if isinstance(family, str) else family
+    if "train" not in f.grids:
         raise ValueError(f"{f.name} is a held-out family: it has no training range")
     return f
 
@@ -185,13 +197,16 @@ def draw(family: Family | str, rng: np.random.Generator, widen: float = 1.0, avo
     if not (math.isfinite(widen) and widen >= 1):
         raise ValueError(f"widen must be a finite number >= 1, got {widen!r}")
     derive = family.grids["train"].derive
+    extra = family.name not in FAMILIES
     for _ in range(MAX_TRIES):
         combo = _draw_axes(family, rng, widen)
         # A Target checks its parameters (their domains and the family's own check); its law is built
         # where it is used, not here (freezing a scipy law costs about 1 ms, three quarters of a draw).
         try:
             target = family.target(round_params(family, derive(**combo) if derive else combo))
-        except InvalidParametersError:  # e.g. a hypergeometric sample larger than its population
+        except (InvalidParametersError, ValueError, ArithmeticError):  # e.g. a hypergeometric sample
+            continue  # larger than its population; an extra family's bound at a quantile of a bad law
+        if extra and (near_heldout(target) or not has_space(target)):  # never a held-out law, always trainable
             continue
         if not (avoid and near_evaluation(target)):
             return target
@@ -201,6 +216,55 @@ def draw(family: Family | str, rng: np.random.Generator, widen: float = 1.0, avo
 @cache
 def _evaluation_coordinates(family: Family) -> np.ndarray:
     return coordinates([t for t in evaluation_prompts() if t.family is family])
+
+
+HELDOUT_MARGIN = 0.5  # W1 / IQR between an extra family's draw and every held-out prompt, at least
+# Why 0.5: a law 0.5 IQR from a held-out law by a pure shift has pit_w1 0.18 against it (Gaussian),
+# where exact sampling's 95% range at the score's 50-answer chunks ends at 0.082 and a collapse
+# scores 0.25: a model that sampled the extra law exactly would earn at most 0.4 of a held-out
+# prompt's credit for it (calbench.metrics.calibration). Training on it cannot be scored as transfer.
+
+
+@cache
+def _heldout_laws() -> tuple[tuple[Target, ...], np.ndarray, np.ndarray]:
+    """The held-out split's prompts (its 92 grid prompts and 18 selected ones, each once), their
+    quantiles at the ``HELDOUT_POINTS`` midpoints and their IQRs (1 at least for integer laws)."""
+    from calbench.families import split_points
+
+    prompts = {t.key: t for t in split_points("heldout") + split_points("heldout", "selected")}
+    targets = tuple(prompts.values())
+    quantiles = np.stack([ppf(t.law, _midpoints(HELDOUT_POINTS)) for t in targets])
+    return targets, quantiles, np.array([_iqr(t) for t in targets])
+
+
+def heldout_distance(target: Target) -> tuple[float, Target]:
+    """The smallest W1 / IQR between ``target``'s law and a held-out prompt's law (W1 at the
+    ``HELDOUT_POINTS`` quantile midpoints, over the held-out law's IQR), and that prompt."""
+    targets, quantiles, iqrs = _heldout_laws()
+    mine = ppf(target.law, _midpoints(HELDOUT_POINTS))
+    distances = np.abs(quantiles - mine).mean(axis=1) / iqrs
+    i = int(np.argmin(distances))
+    return float(distances[i]), targets[i]
+
+
+def has_space(target: Target) -> bool:
+    """Whether ``target``'s canonical answer space builds (at the training's hard-target size): an
+    extra family's draw without one (a tail too heavy for a finite quantile) is drawn again."""
+    try:
+        canonical_space(target, DEFAULT_DECIMALS, HARD_MAX_BINS)
+    except (InvalidParametersError, ValueError, ArithmeticError, RuntimeError):
+        return False
+    return True
+
+
+def near_heldout(target: Target, margin: float = HELDOUT_MARGIN) -> bool:
+    """Whether ``target``'s law lies within ``margin`` (W1 / IQR) of a held-out prompt's law, or
+    has no finite quantiles to tell (a law too extreme to draw for training)."""
+    try:
+        distance, _ = heldout_distance(target)
+    except (InvalidParametersError, ValueError, ArithmeticError):
+        return True
+    return not (math.isfinite(distance) and distance >= margin)
 
 
 def near_evaluation(target: Target, margin: float = MARGIN) -> bool:
@@ -245,8 +309,8 @@ def in_range(target: Target, widen: float = 1.0) -> bool:
     return True
 
 
-def _midpoints() -> np.ndarray:
-    return (np.arange(W1_POINTS) + 0.5) / W1_POINTS
+def _midpoints(points: int = W1_POINTS) -> np.ndarray:
+    return (np.arange(points) + 0.5) / points
 
 
 def _iqr(target: Target) -> float:
@@ -330,14 +394,38 @@ def _targets(table: Mapping[str, tuple[Mapping[str, float], ...]]) -> list[Targe
 
 
 def prompt_set(split: str, selection: str = "full") -> list[Target]:
-    """The prompts of a split (``families.split_points``), ``interp`` (INTERP) or ``wide`` (WIDE)."""
+    """The prompts of a split (``families.split_points``), ``interp`` (INTERP), ``wide`` (WIDE),
+    ``validation`` (the held-back extra families', ``validation_points``) or ``names``
+    (``calbench.name_pairs``)."""
     from calbench.families import split_points
 
+    if split == "validation":
+        return validation_points()
+    if split == "names":
+        return name_points()
     if split == "interp":
         return interp_points()
     if split == "wide":
         return wide_points()
     return split_points(split, selection)  # type: ignore[arg-type]
+
+
+def validation_points() -> list[Target]:
+    """The validation prompts: ``extra_families.VALIDATION_POINTS``, family by family."""
+    return [EXTRA_FAMILIES[name].target(p) for name in VALIDATION for p in VALIDATION_POINTS[name]]
+
+
+def validation_candidates(family: Family | str, keep: int = 3, seed: int = 0) -> list[Target]:
+    """How ``VALIDATION_POINTS`` were made: draws from the family's box (not widened), taken
+    greedily at least 0.25 of the box's span apart in every-axis units (as ``interp_candidates``)."""
+    family = _family(family)
+    rng = np.random.default_rng(seed_for("validation", family.name, seed))
+    chosen: list[Target] = []
+    while len(chosen) < keep:
+        t = draw(family, rng, 1.0, avoid=False)
+        if all(np.linalg.norm(coordinates([t]) - coordinates([c])) >= 0.25 for c in chosen):
+            chosen.append(t)
+    return chosen
 
 
 def interp_points() -> list[Target]:

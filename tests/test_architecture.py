@@ -111,7 +111,11 @@ def test_calbench_train_reaches_the_addon_through_its_entry_point():
 CORE = {
     "calbench",
     "cache",
+    "laws",
+    "law_transforms",
     "families",
+    "extra_families",
+    "name_pairs",
     "param_ranges",
     "train_record",
     "space",

@@ -22,8 +22,9 @@ from calbench.param_ranges import prompt_set
 from calbench.parse import classify
 from calbench.stats import UNDEFINED, Estimate, family_means
 
-# train, interp, wide: diagnostics of the training prompts, inside and beyond their ranges (calbench.param_ranges)
-SPLIT_CHOICES = ("unseen", "heldout", "all", "train", "interp", "wide")
+# train, interp, wide: diagnostics of the training prompts, inside and beyond their ranges (calbench.param_ranges);
+# validation: the held-back training-only families; names: one law under two names (calbench.name_pairs)
+SPLIT_CHOICES = ("unseen", "heldout", "all", "train", "interp", "wide", "validation", "names")
 POINT_CHOICES = ("selected", "full")
 
 
