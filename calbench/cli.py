@@ -5,6 +5,7 @@ calbench eval <lm_eval arguments>     lm_eval with calbench's tasks and models
 calbench models [list|path|install]   the offline model catalogue
 calbench tasks-path                   the folder for lm_eval --include_path
 calbench train ...                    fine-tune a LoRA adapter (soft or hard targets)
+calbench interpolate ...              WiSE-FT: a full fine-tune interpolated toward its base
 calbench noveltybench score LOGS...   NoveltyBench partitions and scores (lite or full)
 calbench drift --model M --adapter A  KL(base || tuned) on neutral text, offline
 calbench retention-delta BASE TUNED   tuned - base on the same items, paired bootstrap interval
@@ -27,6 +28,7 @@ from calbench import __version__, policy, tasks_path
 
 COMMANDS_GROUP = "calbench.commands"  # entry points of add-ons: `calbench train` is the training add-on's
 STORE = Path("leaderboards") / "results"  # the leaderboard's results store
+WORKDIR = Path("calbench_results") / "rows"  # lm-eval's raw output and curve runs' folders (leaderboard.rows')
 
 
 def _fail(command: str, err: BaseException | str) -> int:
@@ -277,7 +279,17 @@ def cmd_leaderboard_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_leaderboard_choose(args: argparse.Namespace) -> int:
+    from calbench.leaderboard import curve_run, curves
+
+    recipe = curves.load(args.recipe)
+    out = curve_run.choose(recipe, args.run, args.workdir, args.split)
+    print(f"chosen: {out}")
+    return 0
+
+
 LEADERBOARD_ACTIONS = {
+    "choose": cmd_leaderboard_choose,
     "add": cmd_leaderboard_add,
     "card": cmd_leaderboard_card,
     "tradeoff": cmd_leaderboard_tradeoff,
@@ -316,11 +328,15 @@ def _eval_parser(sub: Subparsers) -> None:
     p.set_defaults(func=cmd_eval)
 
 
+ADDON_COMMANDS = {  # the training add-on's commands: it parses their options itself (cmd_addon)
+    "train": "fine-tune a LoRA adapter with soft or hard targets (calbench train --help)",
+    "interpolate": "WiSE-FT: a full fine-tune's weights interpolated toward its base model's",
+}
+
+
 def _train_parser(sub: Subparsers) -> None:
-    p = sub.add_parser(
-        "train", help="fine-tune a LoRA adapter with soft or hard targets (calbench train --help)", add_help=False
-    )
-    p.set_defaults(func=None)  # the training add-on parses its own options (cmd_addon)
+    for name, text in ADDON_COMMANDS.items():
+        sub.add_parser(name, help=text, add_help=False).set_defaults(func=None)
 
 
 def _models_parser(sub: Subparsers) -> None:
@@ -403,7 +419,7 @@ def _leaderboard_run_parser(lb_sub: Subparsers) -> None:
         help="replace a stored record of the same name that another recipe made, or that has evaluations this "
         "recipe no longer has",
     )
-    p.add_argument("--workdir", type=Path, default=Path("calbench_results") / "rows", help="lm-eval's raw output")
+    p.add_argument("--workdir", type=Path, default=WORKDIR, help="lm-eval's raw output")
     p.add_argument("--no-render", action="store_true", help="store the record, render nothing")
     p.add_argument(
         "--no-train",
@@ -469,17 +485,34 @@ def _leaderboard_compare_parser(lb_sub: Subparsers) -> None:
     p.set_defaults(func=cmd_leaderboard)
 
 
+def _leaderboard_choose_parser(lb_sub: Subparsers) -> None:
+    p = lb_sub.add_parser(
+        "choose",
+        help="copy a curve run's checkpoint with the best validation score out of its run folder",
+        description="Chooses among a curve run's scored points by their calibration score on the validation "
+        "families (never the held-out ones) and copies that checkpoint to <workdir>/<run>/chosen. Run from the "
+        "repository root.",
+    )
+    p.add_argument("recipe", type=Path, help="a curve recipe, e.g. leaderboards/rows/transfer.yaml")
+    p.add_argument("--run", required=True, help="the run's name in the recipe")
+    p.add_argument("--workdir", type=Path, default=WORKDIR, help="where the run's folder is (run's --workdir)")
+    p.add_argument("--split", default="validation", choices=["validation", "train", "interp", "unseen", "wide"])
+    p.set_defaults(func=cmd_leaderboard)
+
+
 def _leaderboard_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "leaderboard",
         help="the results store: run a row's recipe, add a run record, render, adapter cards, trade-off",
         description="run: a row from its recipe (leaderboards/rows/*.yaml); add: a run record from lm-eval "
         "results files; render: every table and plot from the records; card: records into an adapter's card; "
-        "tradeoff: calibration gained against retention lost; compare: whether two records' numbers agree.",
+        "tradeoff: calibration gained against retention lost; compare: whether two records' numbers agree; "
+        "choose: a curve run's checkpoint chosen on the validation families.",
     )
-    lb_sub = p.add_subparsers(dest="action", required=True, metavar="{run,add,render,card,tradeoff,compare}")
+    lb_sub = p.add_subparsers(dest="action", required=True, metavar="{run,add,render,card,tradeoff,compare,choose}")
     for action in (
         _leaderboard_run_parser,
+        _leaderboard_choose_parser,
         _leaderboard_add_parser,
         _leaderboard_render_parser,
         _leaderboard_card_parser,
@@ -518,8 +551,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, rest = parser.parse_known_args(argv)
     if args.command == "eval":
         return cmd_eval(args, rest)
-    if args.command == "train":
-        return cmd_addon("train", rest)
+    if args.command in ADDON_COMMANDS:
+        return cmd_addon(args.command, rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     return int(args.func(args))

@@ -464,5 +464,4 @@ def test_a_full_fine_tune_trains_every_weight_and_resumes_from_its_last_step(tin
     assert "is the run's last step: nothing left to train" in capsys.readouterr().out
     after = load_file(str(tmp_path / "full" / "adapter" / "model.safetensors"))
     assert all(torch.equal(before[k], after[k]) for k in before)
-    with pytest.raises(ValueError, match="retain"):
-        TrainConfig(finetune="full", retain_weight=1.0).validate()
+    assert TrainConfig(finetune="full", retain_weight=1.0).validate().retain_weight == 1.0  # a frozen base copy
