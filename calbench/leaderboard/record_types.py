@@ -110,6 +110,8 @@ class CurvePart(TypedDict, total=False):
     tokens_rank0: int
     seconds_per_step: float
     tokens_per_step: float
+    distribution: dict[str, int]  # examples per family over the run (runs that recorded it)
+    interpolate: dict[str, Any]  # a WiSE-FT point: its source run and alpha
 
 
 class RunRecord(TypedDict, total=False):

@@ -134,6 +134,11 @@ SPLIT_LABELS = {
     "heldout": "held-out",
     "wide": "widened 2x",
 }
+DIAGNOSTIC_LABELS = {  # numbers.DIAGNOSTIC_TASKS': shown where a record has them
+    "validation": "validation families",
+    "names_heldout": "held-out names",
+    "names_train": "training names",
+}
 
 
 def _trained(record: RunRecord) -> tuple[str, float] | None:
