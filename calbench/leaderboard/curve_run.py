@@ -21,11 +21,13 @@ from typing import Any
 from calbench.leaderboard import store
 from calbench.leaderboard.checks import RefusedRunError
 from calbench.leaderboard.curves import CurveRun, Curves
-from calbench.leaderboard.numbers import EXACT_TASKS, LIKELIHOOD_TASKS, SAMPLING_TASKS
+from calbench.leaderboard.numbers import EXACT_TASKS, LIKELIHOOD_TASKS, SAMPLING_TASKS, split_score
 from calbench.leaderboard.recipe_fields import train_arguments
 from calbench.leaderboard.recipes import Recipe
 from calbench.leaderboard.record_types import RunRecord
 from calbench.leaderboard.rows import WORKDIR, not_trained_as, run_calbench, run_row, say, training_failed
+from calbench.provenance import write_json
+from calbench.stats import Estimate
 from calbench.train_record import logged_loss
 
 
@@ -271,9 +273,21 @@ def _share_base(curves: Curves, run: CurveRun) -> None:
 
 
 CHOICE = "calbench_choice.json"  # what ``choose`` wrote beside the checkpoint it copied
-COPIED_FILES = ("model.safetensors", "adapter_model.safetensors", "adapter_config.json", "config.json")
-COPIED_FILES += ("generation_config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
-COPIED_FILES += ("special_tokens_map.json", "calbench_checkpoint.json")
+COPIED_FILES = (  # a checkpoint's model or adapter, its tokenizer and marker: not its optimizer's state
+    *("model.safetensors", "adapter_model.safetensors", "adapter_config.json", "config.json"),
+    *("generation_config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja"),
+    *("special_tokens_map.json", "calbench_checkpoint.json"),
+)
+
+
+def split_scores(records: Sequence[RunRecord], split: str) -> dict[int, Estimate]:
+    """step -> the calibration score on ``split`` of each curve point that has one."""
+    scores = {}
+    for record in records:
+        value = split_score(record, split)
+        if not isinstance(value, str) and math.isfinite(value.value):
+            scores[int(record["curve"]["step"])] = value
+    return scores
 
 
 def choose(curves: Curves, run_name: str, workdir: Path = WORKDIR, split: str = "validation") -> Path:
@@ -284,21 +298,14 @@ def choose(curves: Curves, run_name: str, workdir: Path = WORKDIR, split: str = 
     families. ``RefusedRunError`` if the run has no scored point on ``split`` or no such checkpoint."""
     import shutil
 
-    from calbench.leaderboard.numbers import split_score
-    from calbench.provenance import write_json
-
-    (run,) = [r for r in curves.runs if r.name == run_name] or [None]
+    run = next((r for r in curves.runs if r.name == run_name), None)
     if run is None:
         raise RefusedRunError(
             f"{curves.path}: no run named {run_name!r} (runs: {', '.join(r.name for r in curves.runs)})"
         )
     folder = curves.folder(run.name)
-    scores = {}
-    for path in sorted(folder.glob("step-*.json")) if folder.is_dir() else []:
-        record = store.load_record(path)
-        value = split_score(record, split)
-        if not isinstance(value, str) and math.isfinite(value.value):
-            scores[int(record["curve"]["step"])] = value
+    records = [store.load_record(path) for path in sorted(folder.glob("step-*.json"))] if folder.is_dir() else []
+    scores = split_scores(records, split)
     if not scores:
         raise RefusedRunError(f"{run.name}: no stored point scored on {split} in {folder}: run its curve first")
     best = max(scores, key=lambda step: (scores[step].value, -step))
