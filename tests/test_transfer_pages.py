@@ -54,7 +54,7 @@ def _validation_point(step: int, width: float) -> dict:
 def test_the_checkpoint_chosen_is_the_best_on_the_validation_families(tmp_path, monkeypatch):
     text = "kind: curve\nmodel: m\nprotocol: {q: {tasks: [calbench_numeric_validation]}}\n"
     text += "runs: {r: {train: {effective_batch: 2, finetune: full}}}\n"
-    spec = curves.load(_recipe(tmp_path, "m", text))
+    spec = curves.with_results_dir(curves.load(_recipe(tmp_path, "m", text)), tmp_path / "store")
     points = [_validation_point(40, 0.2), _validation_point(80, 1.0), _validation_point(120, 0.5)]
     scores = curve_run.split_scores(points, "validation")
     assert max(scores, key=lambda s: scores[s].value) == 80
@@ -94,6 +94,8 @@ def test_a_page_shows_the_name_pairs_side_by_side_and_the_training_distribution(
     point = {"tasks": {"calbench_numeric_names": task}, "curve": {"step": 10, "examples": 20}}
     point["curve"]["distribution"] = {"uniform": 5, "gaussian": 3, "zipf": 2}
     page = curve_page.names(spec, {"r": [point]})
+    other = curves.load(_recipe(tmp_path, "m", text.replace("calbench_numeric_names", "calbench_numeric_train")))
+    assert curve_page.names(other, {"r": [point]}) == ""  # a recipe that does not score the pairs: no section
     row = next(line for line in page.splitlines() if line.startswith("| R "))
     cells = [c.strip() for c in row.split("|")[2:-1]]
     assert len(cells) == len(pairs()) and all(int(c.split(" / ")[0]) > 80 for c in cells)

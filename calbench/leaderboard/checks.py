@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from calbench.families import FAMILIES
+from calbench.families import ALL_FAMILIES, FAMILIES
 from calbench.leaderboard.numbers import EXACT_TASKS, LIKELIHOOD_TASKS, NUMERIC_SPLITS, SAMPLING_TASKS
 from calbench.leaderboard.record_types import TaskEntry
 from calbench.lm_eval_io import args_dict, model_args
@@ -242,7 +242,7 @@ def _validate_task(field: str, task: str, entry: Any) -> None:
                 missing, extra = sorted(expected - set(families)), sorted(set(families) - expected)
                 raise _problem(f"{field}.families", f"missing {missing}, unexpected {extra}")
     for family, metrics in families.items():
-        if family not in FAMILIES or not isinstance(metrics, dict):
+        if family not in ALL_FAMILIES or not isinstance(metrics, dict):
             raise _problem(f"{field}.families.{family}", "not a calbench family with an object of metrics")
         for metric, pair in metrics.items():
             _check_pair(f"{field}.families.{family}.{metric}", pair, ours)
@@ -272,7 +272,7 @@ def validate_stored(source: str, kind: str, values: list[Any], entry: TaskEntry,
             raise RefusedRunError(f"{where}: must be an object")
         if kind == "samples":
             family, target, count, answers = (value.get(k) for k in ("family", "target", "n", "values"))
-            if family not in FAMILIES or not (isinstance(target, str) and target.startswith(f"{family}(")):
+            if family not in ALL_FAMILIES or not (isinstance(target, str) and target.startswith(f"{family}(")):
                 raise RefusedRunError(f"{where}: family {family!r} and target {target!r} are not a calbench law")
             if not _whole(count) or count is None:
                 raise RefusedRunError(f"{where}.n: must be a whole number, got {count!r}")

@@ -313,7 +313,9 @@ def names(
 ) -> str:
     """The name-versus-law pairs side by side (``calbench.name_pairs``): each pair's held-out-named
     and training-named prompt scores, for each run's last point and each reference. "" where no
-    record has the pairs."""
+    record has the pairs, or where the recipe does not score them."""
+    if not any(NAMES in e.tasks for e in (*curves.protocol, *curves.final)):
+        return ""
     systems = [(run.label, p[-1].record) for run in curves.runs if (p := as_points(points).get(run.name))]
     systems += [(f"{r.name} (reference)", r.record) for r in scored(references)]
     systems = [
