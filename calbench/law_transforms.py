@@ -41,14 +41,19 @@ def _bisect(cdf: Any, q: np.ndarray, lo: np.ndarray, hi: np.ndarray, integer: bo
     return hi
 
 
-class Mixture(stats.rv_continuous):
-    """``w`` parts of ``first`` and ``1 - w`` of ``second`` (frozen continuous laws)."""
+class _TwoParts:
+    """What both mixtures share: ``w`` parts of ``first`` and ``1 - w`` of ``second``, their CDF,
+    survival function, draws and moments."""
 
-    def __init__(self, first: Any, second: Any, w: float) -> None:
+    parts: tuple[Any, Any]
+    w: float
+
+    def _parts(self, first: Any, second: Any, w: float) -> dict[str, float]:
+        """Keep the parts; the support's ends, for scipy's constructor."""
         self.parts, self.w = (first, second), float(w)
         lo = min(float(p.support()[0]) for p in self.parts)
         hi = max(float(p.support()[1]) for p in self.parts)
-        super().__init__(a=lo, b=hi, name="mixture")
+        return {"a": lo, "b": hi}
 
     def _mix(self, method: str, x: Any) -> Any:
         first, second = (getattr(p, method)(x) for p in self.parts)
@@ -60,13 +65,10 @@ class Mixture(stats.rv_continuous):
     def _sf(self, x: Any) -> Any:
         return self._mix("sf", x)
 
-    def _pdf(self, x: Any) -> Any:
-        return self._mix("pdf", x)
-
-    def _ppf(self, q: Any) -> Any:
-        q = np.asarray(q, dtype=float)
+    def _bracket(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The parts' quantiles at q: the mixture's lies between them."""
         bounds = np.stack([ppf(p, q) for p in self.parts])
-        return _newton(self._cdf, self._pdf, q, bounds.min(axis=0), bounds.max(axis=0))
+        return bounds.min(axis=0), bounds.max(axis=0)
 
     def _rvs(self, size: Any = None, random_state: Any = None) -> Any:
         pick = random_state.random(size) < self.w
@@ -75,6 +77,20 @@ class Mixture(stats.rv_continuous):
 
     def _stats(self) -> tuple[float, float, None, None]:
         return _mixture_stats(self.parts, self.w)
+
+
+class Mixture(_TwoParts, stats.rv_continuous):
+    """A two-part mixture of frozen continuous laws."""
+
+    def __init__(self, first: Any, second: Any, w: float) -> None:
+        super().__init__(**self._parts(first, second, w), name="mixture")
+
+    def _pdf(self, x: Any) -> Any:
+        return self._mix("pdf", x)
+
+    def _ppf(self, q: Any) -> Any:
+        q = np.asarray(q, dtype=float)
+        return _newton(self._cdf, self._pdf, q, *self._bracket(q))
 
 
 def _newton(cdf: Any, pdf: Any, q: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -95,40 +111,18 @@ def _newton(cdf: Any, pdf: Any, q: np.ndarray, lo: np.ndarray, hi: np.ndarray) -
     return x
 
 
-class DiscreteMixture(stats.rv_discrete):
-    """``w`` parts of ``first`` and ``1 - w`` of ``second`` (frozen integer laws)."""
+class DiscreteMixture(_TwoParts, stats.rv_discrete):
+    """A two-part mixture of frozen integer laws."""
 
     def __init__(self, first: Any, second: Any, w: float) -> None:
-        self.parts, self.w = (first, second), float(w)
-        lo = min(float(p.support()[0]) for p in self.parts)
-        hi = max(float(p.support()[1]) for p in self.parts)
-        super().__init__(a=lo, b=hi, name="discrete_mixture")
-
-    def _mix(self, method: str, k: Any) -> Any:
-        first, second = (getattr(p, method)(k) for p in self.parts)
-        return self.w * first + (1 - self.w) * second
+        super().__init__(**self._parts(first, second, w), name="discrete_mixture")
 
     def _pmf(self, k: Any) -> Any:
         return self._mix("pmf", k)
 
-    def _cdf(self, k: Any) -> Any:
-        return self._mix("cdf", k)
-
-    def _sf(self, k: Any) -> Any:
-        return self._mix("sf", k)
-
     def _ppf(self, q: Any) -> Any:
         q = np.asarray(q, dtype=float)
-        bounds = np.stack([ppf(p, q) for p in self.parts])
-        return _bisect(self._cdf, q, bounds.min(axis=0), bounds.max(axis=0), integer=True)
-
-    def _rvs(self, size: Any = None, random_state: Any = None) -> Any:
-        pick = random_state.random(size) < self.w
-        first, second = (p.rvs(size=size, random_state=random_state) for p in self.parts)
-        return np.where(pick, first, second)
-
-    def _stats(self) -> tuple[float, float, None, None]:
-        return _mixture_stats(self.parts, self.w)
+        return _bisect(self._cdf, q, *self._bracket(q), integer=True)
 
 
 def _mixture_stats(parts: Sequence[Any], w: float) -> tuple[float, float, None, None]:
