@@ -19,7 +19,8 @@ Everything here is pure: no request is sent (``calbench.endpoint`` asks the serv
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -128,3 +129,13 @@ def plan(gen: Mapping[str, Any], backend: str | None, run_seed: int, requests: i
         "run_seed": run_seed,
         "requests_per_prompt": requests,
     }
+
+
+def join_samples(requests: Sequence[tuple[Any, ...]], n: int) -> list[list[int]]:
+    """The indices of ``requests`` (lm-eval's ``(context, settings)`` pairs) in runs of at most
+    ``n`` that differ in their seed only: the samples one request of ``n`` completions serves."""
+    groups: dict[str, list[int]] = {}
+    for i, args in enumerate(requests):
+        settings = {k: v for k, v in dict(args[1]).items() if k != "seed"}
+        groups.setdefault(json.dumps([args[0], settings], sort_keys=True, default=str), []).append(i)
+    return [run[j : j + n] for run in groups.values() for j in range(0, len(run), max(1, n))]

@@ -66,7 +66,7 @@ def cmd_eval(args: argparse.Namespace, passthrough: Sequence[str]) -> int:
     from calbench import eval_report, evaluation
 
     try:
-        latest = evaluation.eval_cli(passthrough, num_samples=args.num_samples)
+        latest = evaluation.eval_cli(passthrough, num_samples=args.num_samples, preview=args.dry_run)
     except (evaluation.EvalArgumentError, evaluation.EvalRunError) as err:
         return _fail("eval", err)
     if latest is not None:
@@ -313,6 +313,11 @@ def _eval_parser(sub: Subparsers) -> None:
         "calbench eval --model hf --model_args pretrained=DIR --tasks calbench_numeric_unseen --apply_chat_template",
     )
     p.add_argument("--num-samples", type=int, help="samples per prompt for the sampling tasks (default: the task's)")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the requests and about how many prompt and answer tokens the run would use; send nothing",
+    )
     p.set_defaults(func=cmd_eval)
 
 
