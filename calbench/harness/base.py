@@ -143,7 +143,7 @@ class CalbenchTask(ConfigurableTask):
         api_support.check_api_args(backend, metadata)
         if lm is not None:
             check_payload_seed(lm, backend)
-        self._instances = self._one_request_per_sample(self._instances, backend)
+        self._instances = self._one_request_per_sample(list(self.instances), backend)
 
     def _one_request_per_sample(self, instances: list[Instance], backend: str | None) -> list[Instance]:
         out: list[Instance] = []
