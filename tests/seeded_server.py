@@ -5,7 +5,8 @@ It answers as a server that honours seeds does: a request's answer is drawn from
 seeded by its ``seed`` (a fresh one without), one per choice (``n``). It keeps every payload it
 got, serves ``/v1/models``, checks the key when given one, and with ``strict=True`` refuses
 parameters OpenAI's API does not take (``top_k``, ``repetition_penalty``) as OpenAI does (400).
-It listens on 127.0.0.1 only, on a free port, in a thread of the test process.
+``fail_after`` answers that many requests, then fails every
+one (HTTP 500); ``ignore_n`` answers one completion whatever ``n`` asks. It listens on 127.0.0.1 only, on a free port, in a thread of the test process.
 """
 
 from __future__ import annotations
@@ -20,8 +21,17 @@ OPENAI_UNKNOWN = ("top_k", "repetition_penalty")
 
 
 class SeededServer:
-    def __init__(self, model: str = "stub", key: str | None = None, strict: bool = False) -> None:
+    def __init__(
+        self,
+        model: str = "stub",
+        key: str | None = None,
+        strict: bool = False,
+        fail_after: int | None = None,
+        ignore_n: bool = False,
+    ) -> None:
         self.model, self.key, self.strict = model, key, strict
+        self.fail_after, self.ignore_n = fail_after, ignore_n  # a server that dies mid-run; one that ignores n
+        self.answered = 0
         self.payloads: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         server = self
@@ -58,6 +68,11 @@ class SeededServer:
                 payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with server.lock:
                     server.payloads.append(payload)
+                    failing = server.fail_after is not None and server.answered >= server.fail_after
+                    server.answered += not failing
+                if failing:
+                    self._send(500, {"error": {"message": "the server is gone"}})
+                    return
                 if payload.get("model") != server.model:
                     self._send(404, {"error": {"message": f"The model `{payload.get('model')}` does not exist."}})
                     return
@@ -67,7 +82,8 @@ class SeededServer:
                     return
                 seed = payload.get("seed")
                 rng = random.Random(seed) if seed is not None else random.SystemRandom()
-                texts = [str(rng.randint(0, 40)) for _ in range(int(payload.get("n") or 1))]
+                n = 1 if server.ignore_n else int(payload.get("n") or 1)
+                texts = [str(rng.randint(0, 40)) for _ in range(n)]
                 chat = self.path.rstrip("/").endswith("/chat/completions")
                 choices = [
                     {
