@@ -8,7 +8,7 @@ calbench train ...                    fine-tune a LoRA adapter (soft or hard tar
 calbench noveltybench score LOGS...   NoveltyBench partitions and scores (lite or full)
 calbench drift --model M --adapter A  KL(base || tuned) on neutral text, offline
 calbench retention-delta BASE TUNED   tuned - base on the same items, paired bootstrap interval
-calbench leaderboard run|add|render|card|tradeoff|compare   recipes, the store, tables, plots, cards
+calbench leaderboard run|add|render|card|export|tradeoff|compare   recipes, the store, pages, cards, exports
 """
 
 from __future__ import annotations
@@ -172,6 +172,17 @@ def cmd_leaderboard_card(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_leaderboard_export(args: argparse.Namespace) -> int:
+    import time
+
+    from calbench.leaderboard import export, store
+
+    (record,) = store.named_records(args.results_dir, [args.name])
+    output = args.output or Path(f"{args.name}.eee.json")
+    _write_json(export.every_eval_ever(record, time.time()), output)
+    return 0
+
+
 def cmd_leaderboard_tradeoff(args: argparse.Namespace) -> int:
     from calbench.leaderboard import store, tradeoff
 
@@ -280,6 +291,7 @@ def cmd_leaderboard_run(args: argparse.Namespace) -> int:
 LEADERBOARD_ACTIONS = {
     "add": cmd_leaderboard_add,
     "card": cmd_leaderboard_card,
+    "export": cmd_leaderboard_export,
     "tradeoff": cmd_leaderboard_tradeoff,
     "render": cmd_leaderboard_render,
     "run": cmd_leaderboard_run,
@@ -453,6 +465,14 @@ def _leaderboard_card_parser(lb_sub: Subparsers) -> None:
     p.set_defaults(func=cmd_leaderboard)
 
 
+def _leaderboard_export_parser(lb_sub: Subparsers) -> None:
+    p = lb_sub.add_parser("export", help="write a run record as an Every Eval Ever 0.3.0 file")
+    p.add_argument("name", help="the run record's name, e.g. smollm2-135m-instruct-soft")
+    p.add_argument("--output", "-o", type=Path, help="the file to write (default: NAME.eee.json)")
+    p.add_argument("--results-dir", type=Path, default=STORE)
+    p.set_defaults(func=cmd_leaderboard)
+
+
 def _leaderboard_tradeoff_parser(lb_sub: Subparsers) -> None:
     p = lb_sub.add_parser(
         "tradeoff", help="calibration gained against retention lost: a table and a plot, one point per adapter"
@@ -480,14 +500,16 @@ def _leaderboard_parser(sub: Subparsers) -> None:
         help="the results store: run a row's recipe, add a run record, render, adapter cards, trade-off",
         description="run: a row from its recipe (leaderboards/rows/*.yaml); add: a run record from lm-eval "
         "results files; render: every table and plot from the records; card: records into an adapter's card; "
+        "export: a record as an Every Eval Ever 0.3.0 file; "
         "tradeoff: calibration gained against retention lost; compare: whether two records' numbers agree.",
     )
-    lb_sub = p.add_subparsers(dest="action", required=True, metavar="{run,add,render,card,tradeoff,compare}")
+    lb_sub = p.add_subparsers(dest="action", required=True, metavar="{run,add,render,card,export,tradeoff,compare}")
     for action in (
         _leaderboard_run_parser,
         _leaderboard_add_parser,
         _leaderboard_render_parser,
         _leaderboard_card_parser,
+        _leaderboard_export_parser,
         _leaderboard_tradeoff_parser,
         _leaderboard_compare_parser,
     ):
