@@ -42,8 +42,9 @@ class ApiBackend:
 # The API has no switch for sampling: temperature 1 samples. Every backend drops do_sample itself.
 NOT_SENT_ANYWHERE = {"do_sample": "an API samples whenever the temperature is above 0; it has no such switch"}
 OPENAI_WITHHELD = {
-    "top_k": "OpenAI's API has no top-k (its sampling is never truncated by rank)",
-    "repetition_penalty": "OpenAI's API has no repetition penalty (its presence and frequency penalties default to 0)",
+    "top_k": "OpenAI's API has no top-k and refuses it; its sampling is never truncated by rank",
+    "repetition_penalty": "OpenAI's API has no repetition penalty and refuses it; its presence and frequency "
+    "penalties default to 0",
 }
 BACKENDS: Mapping[str, ApiBackend] = {
     "local-completions": ApiBackend("completions"),

@@ -85,6 +85,8 @@ def evaluate(
     metadata = {**args_dict(model_args), **run_metadata(model)}
     if num_samples:
         metadata["num_samples"] = num_samples
+    if is_api_backend(model):  # the tasks see the run's metadata, not its model (calbench eval does the same)
+        metadata[api_support.METADATA_BACKEND] = model
     metadata.update(given)
     tracker = EvaluationTracker(output_path=str(output_path)) if output_path else None
     results = simple_evaluate(

@@ -128,9 +128,11 @@ def test_the_batch_protocol_sends_one_request_per_k_samples_each_with_its_seed()
     assert len(seeds) == LIMIT * 2 and len(set(seeds)) == len(seeds)  # K = 10 numbers per request
 
 
-def test_n_samples_per_request():
+@pytest.mark.parametrize(("backend", "route"), [("calbench-chat-completions", "chat/completions"),
+                                              ("calbench-completions", "completions")])  # fmt: skip
+def test_n_samples_per_request(backend, route):
     with SeededServer() as server:
-        results = _run("calbench-chat-completions", server, "chat/completions", "n=4,num_concurrent=4", num_samples=10)
+        results = _run(backend, server, route, "n=4,num_concurrent=4", num_samples=10)
         ns = sorted(p.get("n", 1) for p in server.payloads)
     assert ns == sorted([4, 4, 2] * LIMIT)  # 10 samples: 4 + 4 + 2 per prompt, 3 requests not 10
     assert all(len(a) == 10 and len(set(a)) > 1 for a in _answers(results))
