@@ -121,6 +121,21 @@ def test_openai_chat_completions_sends_no_top_k_and_says_so(monkeypatch, caplog)
     assert set(plan["withheld"]) == {"do_sample", "top_k", "repetition_penalty"}
 
 
+@pytest.mark.parametrize(
+    "task",
+    ["calbench_numeric_quick_seeded", "calbench_numeric_quick_ssot", "calbench_numeric_quick_verbalized",
+     "calbench_mcq_balance", "calbench_open_ended"],
+)  # fmt: skip
+def test_every_sampling_task_runs_on_an_api_one_seed_per_request(task):
+    """The other protocols and the transfer tasks too (the seeded protocol's prompt is its messages'
+    JSON on a chat backend: its seed string goes in there)."""
+    with SeededServer() as server:
+        results = _run("local-chat-completions", server, tasks=[task], num_samples=4, limit=2)
+        seeds = [p["seed"] for p in server.payloads]
+    assert seeds and len(set(seeds)) == len(seeds)
+    assert task in results["results"]
+
+
 def test_the_batch_protocol_sends_one_request_per_k_samples_each_with_its_seed():
     with SeededServer() as server:
         _run("local-chat-completions", server, tasks=["calbench_numeric_quick_batch"], num_samples=20)
@@ -253,7 +268,7 @@ def test_an_interrupted_run_resumes_from_the_cache_without_paying_again(tmp_path
 
 
 @pytest.mark.integration
-def test_the_record_and_the_page_state_the_endpoint_and_what_was_sent(tmp_path):
+def test_the_record_and_the_page_state_the_endpoint_and_what_was_sent(tmp_path, monkeypatch):
     from calbench import lm_eval_io
     from calbench.leaderboard import render, store
 
