@@ -15,6 +15,7 @@ import pytest
 
 from calbench import api_support, evaluation
 from calbench.cli import main
+from tests.helpers import integration_except
 from tests.seeded_server import SeededServer
 
 N = 6
@@ -82,7 +83,9 @@ def test_each_backend_sends_what_its_api_takes():
 # ---- the seed guard, through lm-eval's own backends
 
 
-@pytest.mark.parametrize("backend", ["local-chat-completions", "calbench-chat-completions"])
+@pytest.mark.parametrize(
+    "backend", integration_except("local-chat-completions", ["local-chat-completions", "calbench-chat-completions"])
+)
 def test_the_samples_of_a_prompt_are_independent_draws(backend):
     """Fails on lm-eval's defaults: there every request carries seed 1234 and each prompt's N
     samples are one answer."""
@@ -97,6 +100,7 @@ def test_the_samples_of_a_prompt_are_independent_draws(backend):
     assert plan["backend"] == backend and plan["run_seed"] == 1234 and plan["requests_per_prompt"] == N
 
 
+@pytest.mark.integration
 def test_completions_and_the_runs_seed():
     with SeededServer() as server:
         first = _answers(_run("local-completions", server, "completions", "tokenizer_backend=None"))
@@ -109,6 +113,7 @@ def test_completions_and_the_runs_seed():
     assert all(len(set(a)) > 1 for a in first)
 
 
+@pytest.mark.integration
 def test_openai_chat_completions_sends_no_top_k_and_says_so(monkeypatch, caplog):
     monkeypatch.setenv("OPENAI_API_KEY", "k")
     with SeededServer(strict=True, key="k") as server:  # refuses top_k and repetition_penalty, as OpenAI does
@@ -121,6 +126,7 @@ def test_openai_chat_completions_sends_no_top_k_and_says_so(monkeypatch, caplog)
     assert set(plan["withheld"]) == {"do_sample", "top_k", "repetition_penalty"}
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "task",
     ["calbench_numeric_quick_seeded", "calbench_numeric_quick_ssot", "calbench_numeric_quick_verbalized",
@@ -136,6 +142,7 @@ def test_every_sampling_task_runs_on_an_api_one_seed_per_request(task):
     assert task in results["results"]
 
 
+@pytest.mark.integration
 def test_the_batch_protocol_sends_one_request_per_k_samples_each_with_its_seed():
     with SeededServer() as server:
         _run("local-chat-completions", server, tasks=["calbench_numeric_quick_batch"], num_samples=20)
@@ -144,7 +151,7 @@ def test_the_batch_protocol_sends_one_request_per_k_samples_each_with_its_seed()
 
 
 @pytest.mark.parametrize(("backend", "route"), [("calbench-chat-completions", "chat/completions"),
-                                              ("calbench-completions", "completions")])  # fmt: skip
+                                              pytest.param("calbench-completions", "completions", marks=pytest.mark.integration)])  # fmt: skip
 def test_n_samples_per_request(backend, route):
     with SeededServer() as server:
         results = _run(backend, server, route, "n=4,num_concurrent=4", num_samples=10)
@@ -153,6 +160,7 @@ def test_n_samples_per_request(backend, route):
     assert all(len(a) == 10 and len(set(a)) > 1 for a in _answers(results))
 
 
+@pytest.mark.integration
 def test_a_server_that_ignores_n_is_named():
     with SeededServer(ignore_n=True) as server, pytest.raises(RuntimeError, match="ignores n"):
         _run("calbench-chat-completions", server, "chat/completions", "n=3", num_samples=3, limit=1)
@@ -187,6 +195,7 @@ def test_plain_lm_eval_refuses_a_seed_model_argument_before_any_request():
     assert server.payloads == []
 
 
+@pytest.mark.integration
 def test_a_backend_that_keeps_its_own_seed_is_refused(monkeypatch):
     from lm_eval.models.openai_completions import LocalChatCompletion
 
@@ -247,6 +256,7 @@ def test_dry_run_counts_requests_and_tokens_and_sends_nothing(capsys):
 # ---- an interrupted run resumes from the per-sample cache
 
 
+@pytest.mark.integration
 def test_an_interrupted_run_resumes_from_the_cache_without_paying_again(tmp_path):
     cache = str(tmp_path / "cache" / "run")
     total = LIMIT * N
