@@ -224,6 +224,27 @@ def test_a_bad_endpoint_key_or_model_is_one_line(case, capsys, monkeypatch):
     _one_line(capsys, message)
 
 
+@pytest.mark.parametrize(
+    ("backend", "server_args", "extra", "message"),
+    [
+        (
+            "local-chat-completions",
+            {"strict": True},
+            "",
+            "the server rejects top_k (HTTP 400: Unrecognized request argument supplied: top_k)",
+        ),
+        ("calbench-chat-completions", {"ignore_n": True}, ",n=4", "the server ignores n (asked for 2 completions"),
+    ],
+)
+def test_a_rejected_parameter_or_an_ignored_n_is_named_after_one_probe(backend, server_args, extra, message, capsys):
+    with SeededServer(**server_args) as server:
+        argv = ["--model", backend, "--model_args", f"model=stub,base_url={server.base}/chat/completions{extra}"]
+        assert main(["eval", *argv, "--tasks", "calbench_numeric_quick", "--apply_chat_template"]) == 2
+        (probe,) = server.payloads  # one request of one token, then nothing
+    assert probe["max_tokens"] == 1
+    _one_line(capsys, message)
+
+
 # ---- the cost preview
 
 

@@ -145,7 +145,7 @@ def test_calbench_eval_n_samples_per_request(server, tmp_path, api_key):
     before = server.requests()
     done = _cli(cmd, OPENAI_API_KEY=KEY)
     assert done.returncode == 0, done.stderr[-4000:]
-    assert server.requests() - before == 8  # 4 prompts x 10 samples, 5 per request
+    assert server.requests() - before == 1 + 8  # calbench's probe, then 4 prompts x 10 samples, 5 per request
     (results,) = tmp_path.rglob("results_*.json")
     for sample in read_samples_log(lm_eval_io.samples_log(results, "calbench_numeric_quick")):
         assert sum(len(group) for group in sample["resps"]) == 10
@@ -300,7 +300,7 @@ def test_a_server_that_dies_mid_run_resumes_from_the_cache(server, tmp_path):
     before = server.requests()
     done = _cli(cmd, OPENAI_API_KEY=KEY)
     assert done.returncode == 0, done.stderr[-4000:]
-    assert server.requests() - before == total - cached  # what was answered is not asked (nor paid) again
+    assert server.requests() - before == 1 + total - cached  # the probe; what was answered is not asked again
     assert _cached(db) == total
     (results,) = (tmp_path / "out").rglob("results_*.json")
     samples = read_samples_log(lm_eval_io.samples_log(results, "calbench_numeric_quick"))
