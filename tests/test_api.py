@@ -245,6 +245,24 @@ def test_a_rejected_parameter_or_an_ignored_n_is_named_after_one_probe(backend, 
     _one_line(capsys, message)
 
 
+def test_a_missing_api_package_is_one_line(capsys, monkeypatch):
+    """It was lm-eval's ModuleNotFoundError traceback: no calbench extra installed tenacity."""
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "tenacity" else find_spec(name, *a)
+    )
+    argv = [
+        "--model",
+        "local-chat-completions",
+        "--model_args",
+        "model=m,base_url=http://127.0.0.1:9/v1/chat/completions",
+    ]
+    assert main(["eval", *argv, "--tasks", "calbench_numeric_quick", "--apply_chat_template"]) == 2
+    _one_line(capsys, "lm-eval's API backends need tenacity, not installed here: pip install -e '.[api]'")
+
+
 # ---- the cost preview
 
 
