@@ -296,6 +296,9 @@ def _check_api(ns: argparse.Namespace, model: str, args: dict[str, Any], contact
         raise EvalArgumentError(
             f"--model {model}: lm-eval's API backends need {', '.join(missing)}, not installed here: pip install -e '.[api]'"
         )
+    spec = api_support.BACKENDS.get(model)
+    if spec is not None and spec.kind == "chat" and not getattr(ns, "apply_chat_template", None):
+        raise EvalArgumentError(f"--model {model} sends chat messages: add --apply_chat_template")
     try:
         api_support.check_api_args(model, args)
         if contact:

@@ -189,6 +189,17 @@ def test_what_would_send_one_seed_to_every_sample_is_refused(extra, message, cap
     _one_line(capsys, message)
 
 
+def test_a_chat_backend_without_a_chat_template_is_one_line(capsys):
+    argv = [
+        "--model",
+        "local-chat-completions",
+        "--model_args",
+        "model=m,base_url=http://127.0.0.1:9/v1/chat/completions",
+    ]
+    assert main(["eval", *argv, "--tasks", "calbench_numeric_quick"]) == 2
+    _one_line(capsys, "--model local-chat-completions sends chat messages: add --apply_chat_template")
+
+
 def test_plain_lm_eval_refuses_a_seed_model_argument_before_any_request():
     with SeededServer() as server, pytest.raises(api_support.ApiSetupError, match="seed=9 in --model_args"):
         _run("local-chat-completions", server, extra="seed=9")
