@@ -36,7 +36,7 @@ if importlib.util.find_spec("vllm") is None:
 
 ADAPTER = Path(tasks_path()).parent / "leaderboards" / "adapters" / "smollm2-135m-instruct-soft"
 KEY = "calbench-test-key"
-START_TIMEOUT = 600  # seconds for the server to list its models (a loaded 2-core machine: 1-3 minutes)
+START_TIMEOUT = 1200  # seconds for the server to list its models (2 minutes on a busy 2-core machine)
 P_MIN = 1e-4  # tests of a correct sampler fail at this rate, each
 REQUEST = "POST /v1/chat/completions HTTP/1.1"
 # vLLM 0.32's CPU build fails a seeded request whose prompt it prefills in chunks ("CPU Generator does not use
@@ -161,7 +161,7 @@ def test_calbench_eval_n_samples_per_request(server, tmp_path, api_key):
 
 GEN = {"until": [], "temperature": 1.0, "top_p": 1.0, "top_k": 0, "repetition_penalty": 1.0, "max_gen_toks": 4}
 VALUES = range(41)  # answers str(k): at most 2 digits and the end of turn, within 4 tokens (one token a digit)
-N_BASE, N_ADAPTER = 300, 200
+N_BASE, N_ADAPTER = 200, 150
 PROMPT = (
     "Generate exactly ONE random number from a Poisson distribution with parameters lambda=4. Output ONLY the number."
 )
