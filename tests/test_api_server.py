@@ -113,7 +113,7 @@ def api_key(monkeypatch):
 
 
 def _cli(cmd: list[str], **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, capture_output=True, text=True, check=False, env={**os.environ, **env}, timeout=900)
+    return subprocess.run(cmd, capture_output=True, text=True, check=False, env={**os.environ, **env}, timeout=1800)
 
 
 # ---- lm-eval's defaults: the samples of a prompt must not be one answer
