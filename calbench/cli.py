@@ -9,7 +9,7 @@ calbench interpolate ...              WiSE-FT: a full fine-tune interpolated tow
 calbench noveltybench score LOGS...   NoveltyBench partitions and scores (lite or full)
 calbench drift --model M --adapter A  KL(base || tuned) on neutral text, offline
 calbench retention-delta BASE TUNED   tuned - base on the same items, paired bootstrap interval
-calbench leaderboard run|add|render|card|tradeoff|compare   recipes, the store, tables, plots, cards
+calbench leaderboard run|add|render|card|export|tradeoff|compare   recipes, the store, pages, cards, exports
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def cmd_eval(args: argparse.Namespace, passthrough: Sequence[str]) -> int:
     from calbench import eval_report, evaluation
 
     try:
-        latest = evaluation.eval_cli(passthrough, num_samples=args.num_samples)
+        latest = evaluation.eval_cli(passthrough, num_samples=args.num_samples, preview=args.dry_run)
     except (evaluation.EvalArgumentError, evaluation.EvalRunError) as err:
         return _fail("eval", err)
     if latest is not None:
@@ -171,6 +171,17 @@ def cmd_leaderboard_card(args: argparse.Namespace) -> int:
     from calbench.leaderboard import card
 
     print(f"written: {card.update_card(args.adapter, args.records, args.results_dir)}")
+    return 0
+
+
+def cmd_leaderboard_export(args: argparse.Namespace) -> int:
+    import time
+
+    from calbench.leaderboard import export, store
+
+    (record,) = store.named_records(args.results_dir, [args.name])
+    output = args.output or Path(f"{args.name}.eee.json")
+    _write_json(export.every_eval_ever(record, time.time()), output)
     return 0
 
 
@@ -292,6 +303,7 @@ LEADERBOARD_ACTIONS = {
     "choose": cmd_leaderboard_choose,
     "add": cmd_leaderboard_add,
     "card": cmd_leaderboard_card,
+    "export": cmd_leaderboard_export,
     "tradeoff": cmd_leaderboard_tradeoff,
     "render": cmd_leaderboard_render,
     "run": cmd_leaderboard_run,
@@ -325,6 +337,11 @@ def _eval_parser(sub: Subparsers) -> None:
         "calbench eval --model hf --model_args pretrained=DIR --tasks calbench_numeric_unseen --apply_chat_template",
     )
     p.add_argument("--num-samples", type=int, help="samples per prompt for the sampling tasks (default: the task's)")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the requests and about how many prompt and answer tokens the run would use; send nothing",
+    )
     p.set_defaults(func=cmd_eval)
 
 
@@ -464,6 +481,14 @@ def _leaderboard_card_parser(lb_sub: Subparsers) -> None:
     p.set_defaults(func=cmd_leaderboard)
 
 
+def _leaderboard_export_parser(lb_sub: Subparsers) -> None:
+    p = lb_sub.add_parser("export", help="write a run record as an Every Eval Ever 0.3.0 file")
+    p.add_argument("name", help="the run record's name, e.g. smollm2-135m-instruct-soft")
+    p.add_argument("--output", "-o", type=Path, help="the file to write (default: NAME.eee.json)")
+    p.add_argument("--results-dir", type=Path, default=STORE)
+    p.set_defaults(func=cmd_leaderboard)
+
+
 def _leaderboard_tradeoff_parser(lb_sub: Subparsers) -> None:
     p = lb_sub.add_parser(
         "tradeoff", help="calibration gained against retention lost: a table and a plot, one point per adapter"
@@ -506,16 +531,20 @@ def _leaderboard_parser(sub: Subparsers) -> None:
         help="the results store: run a row's recipe, add a run record, render, adapter cards, trade-off",
         description="run: a row from its recipe (leaderboards/rows/*.yaml); add: a run record from lm-eval "
         "results files; render: every table and plot from the records; card: records into an adapter's card; "
+        "export: a record as an Every Eval Ever 0.3.0 file; "
         "tradeoff: calibration gained against retention lost; compare: whether two records' numbers agree; "
         "choose: a curve run's checkpoint chosen on the validation families.",
     )
-    lb_sub = p.add_subparsers(dest="action", required=True, metavar="{run,add,render,card,tradeoff,compare,choose}")
+    lb_sub = p.add_subparsers(
+        dest="action", required=True, metavar="{run,add,render,card,export,tradeoff,compare,choose}"
+    )
     for action in (
         _leaderboard_run_parser,
         _leaderboard_choose_parser,
         _leaderboard_add_parser,
         _leaderboard_render_parser,
         _leaderboard_card_parser,
+        _leaderboard_export_parser,
         _leaderboard_tradeoff_parser,
         _leaderboard_compare_parser,
     ):

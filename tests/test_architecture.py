@@ -144,13 +144,18 @@ LAYERS = [
                     "model_catalogue",
                     "retention_delta",
                     "vllm_support",
+                    "api_support",
+                    "endpoint",
                 )
             }
         ),
     ),
     (
         "lm-eval side",
-        lambda m: m.startswith(("calbench.harness", "calbench.backends")) or m in ("calbench.drift", "calbench.tiny"),
+        lambda m: (
+            m.startswith(("calbench.harness", "calbench.backends"))
+            or m in ("calbench.drift", "calbench.tiny", "calbench.cost")
+        ),
     ),
     ("evaluation", lambda m: m == "calbench.evaluation"),
     ("leaderboard", lambda m: m.startswith("calbench.leaderboard")),

@@ -25,6 +25,8 @@ class ModelPart(TypedDict, total=False):
     """The system a run evaluated: every value a string or None."""
 
     backend: str | None
+    endpoint_model: str | None  # a model behind an API: the name its server serves it under
+    endpoint: str | None  # and the server's URL (base_url)
     pretrained: str | None
     revision: str | None
     weights_sha256: str | None
@@ -63,6 +65,7 @@ class TaskEntry(TypedDict, total=False):
     prompts: int | None
     overall: Required[dict[str, Pair]]
     families: dict[str, dict[str, Pair]]  # the numeric tasks: family -> metric -> pair
+    api: dict[str, Any]  # on an API backend: what was sent, withheld (and why), and the seed per sample
     samples: list[StoredPrompt]  # numeric sampling tasks (stored beside the record)
     items: list[StoredItem]  # other tasks that logged their samples (stored beside the record)
 
