@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import logging
 import os
 import sys
 import tempfile
@@ -490,6 +491,9 @@ def eval_cli(args: Sequence[str], num_samples: int | None = None, preview: bool 
             raise EvalArgumentError(str(err)) from None
         if os.environ.get("CALBENCH_TRACEBACK"):
             raise
+        # An API run's other requests failed with it, in asyncio tasks nobody awaits any more: at exit
+        # asyncio would print each one's traceback after the one line ("Task exception was never retrieved").
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
         raise EvalRunError(_one_line(err)) from err
     if ns.command != "run":
         return None
