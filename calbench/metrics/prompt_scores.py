@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from calbench.families import FAMILIES, Target, make_target, target_from_key
+from calbench.families import ALL_FAMILIES, Target, make_target, target_from_key
 from calbench.metrics import calibration, moments, pit, protocol_diagnostics, sampling
 from calbench.metrics.calibration import Prompt
 from calbench.parse import classify
@@ -214,7 +214,7 @@ def _pass_rate(records: Sequence[PromptScore]) -> Estimate:
 def summarize(records: Iterable[PromptScore]) -> Summary:
     """Aggregate prompt records: within a family the mean over prompts, then equal weight over families."""
     grouped = by_family(records, lambda r: r.family)
-    ordered = [f for f in FAMILIES if f in grouped]
+    ordered = [f for f in ALL_FAMILIES if f in grouped]
     grouped = {f: grouped[f] for f in ordered}
     per_prompt = (*FAMILY_METRICS, "support_violation_rate")
     # A prompt without a valid answer has no W1, and its family none either ("propagate").
