@@ -259,6 +259,7 @@ def build(config: ResolvedTrainConfig) -> tuple[CalibrationTrainer, TrainingSet]
         config.prompts,
         config.parameters,
         config.widen,
+        config.decimals,
     )
     world = int(os.environ.get("WORLD_SIZE", "1"))
     per_step = config.batch_size * world
