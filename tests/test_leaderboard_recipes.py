@@ -537,3 +537,44 @@ def test_a_run_goes_to_the_repository_root_of_its_recipe(monkeypatch, tmp_path):
     with pytest.raises(RefusedRunError, match="not in a repository's leaderboards/rows"):
         cli._from_the_root(args)
     assert not (tmp_path / "leaderboards").exists()
+
+
+# ---- issue 49: recipes are data, checked whole before anything runs ----------------------------
+
+
+@pytest.mark.parametrize(
+    ("train", "message"),
+    [
+        ("{effective_batch: true}", "adapter.train: effective_batch True: must be a whole number"),  # case 8
+        ("{lr: true}", "adapter.train: lr True: must be a number"),
+        ("{max_steps: 2.5}", "adapter.train: max_steps 2.5: must be a whole number"),
+        ("{parameters: fresh, widen: 50}", "adapter.train: widen 50: the ranges widened 50x hold laws"),  # case 1
+        ("{widen: 2}", "adapter.train: widen 2: widens fresh parameters' ranges"),  # a recipe's grid is not widened
+        ("{target_modules: 5}", "adapter.train: target_modules 5: must be a list of module names"),
+        ("{effective_batch: 30, batch_size: 8}", "effective_batch 30 is not a multiple of --batch-size 8"),
+    ],
+)
+def test_a_rows_training_options_are_typed_and_validated_by_the_training_config_when_it_loads(tmp_path, train, message):
+    """Cases 1 and 8: `effective_batch: true` and `widen: 50` passed every recipe check and failed
+    only when training started, after the recipes before it in the same run had run."""
+    _write(tmp_path, "defaults.yaml", DEFAULTS)
+    row = _write(tmp_path, "row.yaml", f"type: fine-tuned adapter\nmodel: m\nadapter: {{path: a, train: {train}}}\n")
+    with pytest.raises(RecipeError, match=re.escape(message)) as err:
+        load_row(row)
+    assert str(row) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_curve_runs_training_options_are_typed_when_it_loads(tmp_path):
+    """Case 8: a curve's `lr: true`."""
+    from calbench.leaderboard import curves
+
+    path = _write(
+        tmp_path,
+        "c.yaml",
+        "kind: curve\nmodel: m\nprotocol: {q: {tasks: [t]}}\nruns: {r: {train: {effective_batch: 2, lr: true}}}\n",
+    )
+    with pytest.raises(RecipeError, match=re.escape("runs.r.train: lr True: must be a number")):
+        curves.load(path)
+    # every later recipe of the same command is checked before the first one runs
+    argv = ["leaderboard", "run", str(ROWS / "oracle.yaml"), str(path), "--results-dir", str(tmp_path / "store")]
+    assert cli.main(argv) == 2 and not (tmp_path / "store").exists()
