@@ -536,3 +536,15 @@ def test_a_recipes_options_are_checked_by_the_config_and_parse_back_to_it(option
 
     argv = train_arguments("some/model", options)
     assert from_args(build_parser().parse_args(argv)) == from_options({**as_trained(options), "model": "some/model"})
+
+
+def test_a_batch_size_left_out_divides_the_effective_batch():
+    """A step is whole micro-batches: left out, the batch size is 8 or the largest number below it
+    that divides the effective batch (every valid config of before keeps 8); given, it must divide."""
+    assert [TrainConfig(effective_batch=e).resolve().batch_size for e in (32, 16, 8, 30, 12, 7, 2, 1)] == [
+        8, 8, 8, 6, 6, 7, 2, 1,
+    ]  # fmt: skip
+    assert TrainConfig(effective_batch=2).problems() == []
+    assert TrainConfig(effective_batch=30, batch_size=8).problems() == [
+        "--effective-batch 30 is not a multiple of --batch-size 8"
+    ]

@@ -31,6 +31,7 @@ Parameters = Literal["grid", "fresh"]
 Finetune = Literal["lora", "full"]
 Accumulation = Literal["mean", "legacy"]
 MAX_DECIMALS = 12
+BATCH_SIZE = 8  # examples per forward unless given (a divisor of the effective batch: default_batch_size)
 
 
 def _flag(help: str, **kw: Any) -> Any:
@@ -83,7 +84,11 @@ class TrainConfig:
         default=-1,
     )
     prompts: int | None = _flag("use only the first N training prompts, family-balanced (smoke runs)", default=None)
-    batch_size: int = _flag("examples per device per forward", default=8)
+    batch_size: int | None = _flag(
+        f"examples per device per forward (default: {BATCH_SIZE}, or the largest number below it that divides "
+        "--effective-batch)",
+        default=None,
+    )
     effective_batch: int = _flag("examples per optimizer step, over devices and accumulation", default=32)
     lr: float = _flag("AdamW learning rate", default=2e-4)
     weight_decay: float = _flag("AdamW weight decay", default=0.01)
@@ -150,6 +155,7 @@ class TrainConfig:
                 "epochs": default(self.epochs, 3, 2),
                 "samples_per_prompt": default(self.samples_per_prompt, 1, 16),
                 "widen": (2.0 if self.parameters == "fresh" else 1.0) if self.widen is None else float(self.widen),
+                "batch_size": default_batch_size(self.effective_batch) if self.batch_size is None else self.batch_size,
             }
         )
 
@@ -190,8 +196,8 @@ class TrainConfig:
             why = widen_problem(float(widen), self.decimals)  # every draw must build its canonical space
             if why is not None:
                 out.append(("widen", f"{widen:g}: {why}"))
+        need(self.batch_size is None or self.batch_size >= 1, "batch_size", "must be a positive integer")
         for name in (
-            "batch_size",
             "effective_batch",
             "lora_r",
             "save_steps",
@@ -225,10 +231,9 @@ class TrainConfig:
         need(bool(self.output) and not Path(self.output).is_file(), "output", "must be a folder, not a file")
         path_like = self.model.startswith(("/", "./", "../", "~")) or self.model.count("/") > 1
         need(not path_like or Path(self.model).expanduser().is_dir(), "model", "no such model folder")
-        if self.effective_batch >= 1 and self.batch_size >= 1 and self.effective_batch % self.batch_size:
-            out.append(
-                ("effective_batch", f"{self.effective_batch} is not a multiple of --batch-size {self.batch_size}")
-            )
+        batch = self.batch_size  # left out: a divisor of the effective batch (default_batch_size)
+        if self.effective_batch >= 1 and batch is not None and batch >= 1 and self.effective_batch % batch:
+            out.append(("effective_batch", f"{self.effective_batch} is not a multiple of --batch-size {batch}"))
         return out
 
     def problems(self) -> list[str]:
@@ -256,9 +261,19 @@ class ResolvedTrainConfig(TrainConfig):
     epochs: int = field(kw_only=True)
     samples_per_prompt: int = field(kw_only=True)
     widen: float = field(kw_only=True)
+    batch_size: int = field(kw_only=True)
 
     def resolve(self) -> ResolvedTrainConfig:
         return self
+
+
+def default_batch_size(effective_batch: int) -> int:
+    """The examples per forward of a run that gives none: ``BATCH_SIZE``, or the largest number
+    below it that divides the effective batch (a step is whole micro-batches; an effective batch
+    of 32, 16 or 8 keeps 8, as before the default adapted; 2 takes 2 where 8 was refused)."""
+    if not (isinstance(effective_batch, int) and effective_batch >= 1):
+        return BATCH_SIZE  # refused by issues()
+    return max(d for d in range(1, BATCH_SIZE + 1) if effective_batch % d == 0)
 
 
 def _type_problems(config: TrainConfig) -> list[tuple[str, str]]:
