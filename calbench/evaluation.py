@@ -383,6 +383,19 @@ def calbench_task_names(include_path: Path) -> set[str]:
     }
 
 
+def unresolved_tasks(names: Sequence[str]) -> list[str]:
+    """The ``names`` that are neither a task, tag or group of calbench's YAML nor a name of
+    lm-eval's own task index (built only if a name is not calbench's, about 5 s). lm-eval reads
+    any other name that is a file as a task YAML and imports the Python its ``!function`` names
+    beside it: a recipe's tasks must all resolve here (``calbench.leaderboard.runner.check``)."""
+    rest = [n for n in names if n not in calbench_task_names(tasks_path())]
+    if not rest:
+        return []
+    offline_defaults()
+    index = set(task_manager().all_tasks)
+    return [n for n in rest if n not in index]
+
+
 def eval_cli(args: Sequence[str], num_samples: int | None = None) -> Path | None:
     """``calbench eval``: lm-eval's CLI with calbench's defaults; the results file it wrote, if any."""
     from lm_eval._cli import HarnessCLI

@@ -578,3 +578,42 @@ def test_a_curve_runs_training_options_are_typed_when_it_loads(tmp_path):
     # every later recipe of the same command is checked before the first one runs
     argv = ["leaderboard", "run", str(ROWS / "oracle.yaml"), str(path), "--results-dir", str(tmp_path / "store")]
     assert cli.main(argv) == 2 and not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("task", ["some/dir/evil.yaml", "evil.yaml", "./evil", "~/evil", "x.YML", "a,b", "..\\evil"])
+def test_a_recipes_tasks_are_names_never_files(tmp_path, task):
+    """Case 2: `tasks: [some/dir/evil.yaml]` made lm-eval import the utils.py beside that YAML."""
+    _write(tmp_path, "defaults.yaml", DEFAULTS)
+    row = _write(tmp_path, "row.yaml", f"type: base\nmodel: m\nevaluations: {{quick: {{tasks: ['{task}']}}}}\n")
+    with pytest.raises(RecipeError, match=re.escape("evaluations.quick.tasks: ")) as err:
+        load_row(row)
+    assert "is not a task name" in str(err.value) and "runs no code" in str(err.value)
+
+
+EVIL_TASK = """\
+task: evil
+dataset_path: json
+output_type: generate_until
+doc_to_text: !function utils.doc_to_text
+doc_to_target: ''
+metric_list: [{metric: exact_match}]
+"""
+
+
+@pytest.mark.integration
+def test_a_recipe_never_runs_the_python_beside_a_task_file(tmp_path, capsys, monkeypatch):
+    """Case 2, run by hand: a bare task name that is a file here is read by lm-eval as a task YAML, and
+    its `!function` imports the Python beside it, before the evaluation fails. Refused before any run
+    (the name is in neither calbench's nor lm-eval's task index); the Python never runs."""
+    marker = tmp_path / "ran"
+    (tmp_path / "evil").write_text(EVIL_TASK)
+    (tmp_path / "utils.py").write_text(f"open({str(marker)!r}, 'w').write('x')\ndef doc_to_text(d):\n    return ''\n")
+    rows = tmp_path / "rows"
+    _write(rows, "defaults.yaml", REFERENCE_DEFAULTS.replace("calbench_numeric_unseen_exact", "evil"))
+    row = _write(rows, "evil-row.yaml", "type: reference\n")
+    monkeypatch.chdir(tmp_path)
+    argv = ["leaderboard", "run", str(row), "--results-dir", str(tmp_path / "store"), "--workdir", str(tmp_path / "w")]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "tasks evil: not in calbench's or lm-eval's task index" in err and "Traceback" not in err
+    assert not marker.exists() and not (tmp_path / "w").exists() and not (tmp_path / "store").exists()

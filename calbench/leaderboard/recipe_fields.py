@@ -213,6 +213,13 @@ def folder_name(path: Path, where: str, name: Any, seen: set[str]) -> str:
     return name
 
 
+# A task as a recipe names it: a name of calbench's or lm-eval's task index (checked before a run:
+# runner.check), never a path to a YAML file, whose `!function` lm-eval imports from the Python
+# file beside it.
+TASK_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,199}")
+TASK_FILES = (".yaml", ".yml", ".json", ".py")
+
+
 def evaluations_of(path: Path, specs: Any, chat: bool, has_adapter: bool) -> tuple[Evaluation, ...]:
     need(isinstance(specs, Mapping) and bool(specs), path, "evaluations", "name at least one evaluation")
     out = []
@@ -238,6 +245,14 @@ def evaluations_of(path: Path, specs: Any, chat: bool, has_adapter: bool) -> tup
             f"{where}.tasks",
             "must be a list of task names",
         )
+        for task in tasks:
+            need(
+                bool(TASK_NAME.fullmatch(task)) and not task.lower().endswith(TASK_FILES),
+                path,
+                f"{where}.tasks",
+                f"{task!r} is not a task name: a recipe names tasks of calbench's or lm-eval's task index, never "
+                "a file (lm-eval imports the Python beside a task file: a recipe runs no code)",
+            )
         n = spec.get("samples_per_prompt")
         need(
             n is None or (isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= MAX_SAMPLES),
