@@ -617,3 +617,61 @@ def test_a_recipe_never_runs_the_python_beside_a_task_file(tmp_path, capsys, mon
     err = capsys.readouterr().err
     assert "tasks evil: not in calbench's or lm-eval's task index" in err and "Traceback" not in err
     assert not marker.exists() and not (tmp_path / "w").exists() and not (tmp_path / "store").exists()
+
+
+def _repository(root: Path, samples: int) -> Path:
+    """A checkout with one reference row at leaderboards/rows/exact.yaml."""
+    rows = root / "leaderboards" / "rows"
+    _write(
+        rows,
+        "defaults.yaml",
+        "backend: calbench-oracle\nchat_template: false\nevaluations:\n"
+        f"  quick: {{tasks: [calbench_numeric_quick], samples_per_prompt: {samples}}}\n",
+    )
+    return _write(rows, "exact.yaml", "type: reference\n")
+
+
+def test_a_record_in_a_shared_store_names_its_owner_and_another_repository_cannot_take_it_over(tmp_path, monkeypatch):
+    """Case 5: on a shared --results-dir, another repository's recipe at the same relative path
+    replaced a record without --replace (its command's relative path resolved in whichever
+    repository ran)."""
+    from calbench.leaderboard.checks import RefusedRunError
+    from calbench.leaderboard.rows import check_same_recipe, owner_of
+
+    a, b, shared = tmp_path / "a", tmp_path / "b", tmp_path / "shared"
+    _repository(a, 50)
+    _repository(b, 60)
+    relative = Path("leaderboards/rows/exact.yaml")  # as a run names it, from its repository root
+    monkeypatch.chdir(a)
+    mine = load_row(relative)
+    owner = owner_of(mine, shared)
+    assert owner == "../a/leaderboards/rows/exact.yaml"
+    record = {"command": f"calbench leaderboard run {relative}", "recipe_file": owner, "evaluations": {"quick": {}}}
+    check_same_recipe(mine, record, shared)  # its own recipe: accepted
+    monkeypatch.chdir(b)
+    theirs = load_row(relative)
+    for stored in (record, {k: v for k, v in record.items() if k != "recipe_file"}):  # new, and older than owners
+        with pytest.raises(RefusedRunError, match="pass --replace to replace it"):
+            check_same_recipe(theirs, stored, shared)
+    # In a repository's own store the owner is a path inside it, wherever the repository is cloned
+    assert owner_of(theirs, b / "leaderboards" / "results") == "../rows/exact.yaml"
+    legacy = {"command": f"calbench leaderboard run {relative}", "evaluations": {"quick": {}}}
+    check_same_recipe(theirs, legacy, b / "leaderboards" / "results")
+
+
+@pytest.mark.integration
+def test_another_repositorys_recipe_cannot_replace_a_record_in_a_shared_store(tmp_path, capsys, monkeypatch):
+    """Case 5 end to end: the second repository's row (other samples per prompt) is refused, the
+    record keeps the first's numbers and owner; --replace replaces it."""
+    a, b, shared = _repository(tmp_path / "a", 50), _repository(tmp_path / "b", 60), tmp_path / "shared"
+    monkeypatch.chdir(tmp_path)
+    base = ["leaderboard", "run", "--results-dir", str(shared), "--workdir", str(tmp_path / "work")]
+    assert cli.main([*base, str(a)]) == 0
+    kept = (shared / "exact.json").read_text()
+    assert json.loads(kept)["recipe_file"] == "../a/leaderboards/rows/exact.yaml"
+    capsys.readouterr()
+    assert cli.main([*base, str(b)]) == 2
+    assert "pass --replace to replace it" in capsys.readouterr().err
+    assert (shared / "exact.json").read_text() == kept
+    assert cli.main([*base, str(b), "--replace"]) == 0
+    assert json.loads((shared / "exact.json").read_text())["recipe_file"] == "../b/leaderboards/rows/exact.yaml"

@@ -121,6 +121,7 @@ class RunRecord(TypedDict, total=False):
     command: Required[str]
     recipe: dict[str, Any]  # the resolved recipe (calbench leaderboard run)
     recipe_sha256: str
+    recipe_file: str  # the recipe that made it, as a path from the record's folder: its owner (rows.owner_of)
     model: Required[ModelPart]
     evaluations: Required[dict[str, EvaluationEntry]]
     tasks: Required[dict[str, TaskEntry]]
