@@ -197,10 +197,10 @@ def test_one_absurd_answer_never_loses_the_run(tmp_path):
         (["--model", "hf", "--model_args", "pretrained={model},peft={file}"], "peft={file}: a file, not a folder"),
     ],
 )
-def test_a_reference_with_a_model_a_bad_dtype_or_a_model_file_is_one_line(argv, message, capsys, tmp_path):
-    (tmp_path / "model").mkdir()
+def test_a_reference_with_a_model_a_bad_dtype_or_a_model_file_is_one_line(argv, message, capsys, tmp_path, tiny_split):
+    """A real (tiny) model folder: without the checks, dtype=float13 got as far as loading it."""
     (tmp_path / "weights.gguf").write_text("")
-    names = {"model": tmp_path / "model", "file": tmp_path / "weights.gguf"}
+    names = {"model": tiny_split, "file": tmp_path / "weights.gguf"}
     argv = [a.format(**names) for a in argv]
     assert main(["eval", *argv, "--tasks", "calbench_numeric_quick", "--output_path", str(tmp_path / "out")]) == 2
     _one_line(capsys, message.format(**names))
