@@ -8,7 +8,7 @@ calbench train ...                    fine-tune a LoRA adapter (soft or hard tar
 calbench noveltybench score LOGS...   NoveltyBench partitions and scores (lite or full)
 calbench drift --model M --adapter A  KL(base || tuned) on neutral text, offline
 calbench retention-delta BASE TUNED   tuned - base on the same items, paired bootstrap interval
-calbench leaderboard run|add|render|card|tradeoff|compare   recipes, the store, tables, plots, cards
+calbench leaderboard run|add|render|card|tradeoff|compare|rescore   recipes, the store, tables, plots, cards
 """
 
 from __future__ import annotations
@@ -205,6 +205,20 @@ def cmd_leaderboard_compare(args: argparse.Namespace) -> int:
     return 1
 
 
+def cmd_leaderboard_rescore(args: argparse.Namespace) -> int:
+    from calbench.leaderboard import rescoring
+
+    if not rescoring.record_files(args.records):
+        raise FileNotFoundError(f"no run record in {', '.join(map(str, args.records))}")
+    results = rescoring.rescore_files(args.records, args.metric or [])
+    lines = rescoring.describe(results)
+    for line in lines:
+        print(f"differs: {line}")
+    what = f"{len(results)} records re-scored from their stored answers"
+    print(f"{what}: {len(lines)} stored aggregates disagree beyond rounding" if lines else f"{what}: every one agrees")
+    return 1 if lines else 0
+
+
 def _render(args: argparse.Namespace) -> None:
     from calbench.leaderboard import publish
 
@@ -284,6 +298,7 @@ LEADERBOARD_ACTIONS = {
     "render": cmd_leaderboard_render,
     "run": cmd_leaderboard_run,
     "compare": cmd_leaderboard_compare,
+    "rescore": cmd_leaderboard_rescore,
 }
 
 
@@ -469,15 +484,27 @@ def _leaderboard_compare_parser(lb_sub: Subparsers) -> None:
     p.set_defaults(func=cmd_leaderboard)
 
 
+def _leaderboard_rescore_parser(lb_sub: Subparsers) -> None:
+    p = lb_sub.add_parser(
+        "rescore",
+        help="score every numeric sampling task of run records again from their stored answers: list the stored "
+        "aggregates that disagree (exit 1), or rewrite --metric after its definition changed",
+    )
+    p.add_argument("records", nargs="*", type=Path, default=[STORE], help="record files or folders (%(default)s)")
+    p.add_argument("--metric", action="append", help="rewrite this metric from the stored answers (repeatable)")
+    p.set_defaults(func=cmd_leaderboard)
+
+
 def _leaderboard_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "leaderboard",
         help="the results store: run a row's recipe, add a run record, render, adapter cards, trade-off",
         description="run: a row from its recipe (leaderboards/rows/*.yaml); add: a run record from lm-eval "
         "results files; render: every table and plot from the records; card: records into an adapter's card; "
-        "tradeoff: calibration gained against retention lost; compare: whether two records' numbers agree.",
+        "tradeoff: calibration gained against retention lost; compare: whether two records' numbers agree; "
+        "rescore: stored numbers scored again from the stored answers.",
     )
-    lb_sub = p.add_subparsers(dest="action", required=True, metavar="{run,add,render,card,tradeoff,compare}")
+    lb_sub = p.add_subparsers(dest="action", required=True, metavar="{run,add,render,card,tradeoff,compare,rescore}")
     for action in (
         _leaderboard_run_parser,
         _leaderboard_add_parser,
@@ -485,6 +512,7 @@ def _leaderboard_parser(sub: Subparsers) -> None:
         _leaderboard_card_parser,
         _leaderboard_tradeoff_parser,
         _leaderboard_compare_parser,
+        _leaderboard_rescore_parser,
     ):
         action(lb_sub)
 

@@ -127,6 +127,7 @@ class RunRecord(TypedDict, total=False):
     tasks: Required[dict[str, TaskEntry]]
     drift: Drift
     calbench_commit: str | None
+    rescored: dict[str, str | None]  # metric -> the commit that re-scored it from the stored answers (rescoring)
     packages: dict[str, str]
     samples_sha256: str  # in the file only: load_record takes it out once it has checked the samples
     curve: CurvePart
