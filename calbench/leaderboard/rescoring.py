@@ -98,18 +98,24 @@ def mismatches(record: RunRecord, summaries: Mapping[str, Summary] | None = None
 
 
 def rewrite(record: RunRecord, metrics: Sequence[str], summaries: Mapping[str, Summary] | None = None) -> RunRecord:
-    """The record with ``metrics`` (value and standard error, overall and per family) of every
-    numeric sampling task replaced by their re-scoring from the stored answers."""
+    """The record with each stored aggregate of ``metrics`` (a [value, se] pair, overall or per
+    family, of a numeric sampling task) that disagrees with its re-scoring replaced by it; the
+    record names the metrics rewritten, and the commit that did, under ``rescored`` (the others
+    were made at its ``calbench_commit``)."""
+    done = set()
     for task, entry in record["tasks"].items():
         if "samples" not in entry:
             continue
         summary = summaries[task] if summaries is not None else rescored(entry)
         for family, metric, pair in list(_pairs(entry)):
             estimate = _estimate(summary, family, metric)
-            if metric in metrics and estimate is not None:
+            if metric not in metrics or estimate is None:
+                continue
+            if not (agree(pair[0], estimate.value) and agree(pair[1], estimate.se)):
                 pair[:] = [x if math.isfinite(x) else None for x in (estimate.value, estimate.se)]
-    # the numbers were made at the record's calbench_commit; these were re-scored at this one
-    record["rescored"] = {**record.get("rescored", {}), **dict.fromkeys(metrics, calbench_commit())}
+                done.add(metric)
+    if done:
+        record["rescored"] = {**record.get("rescored", {}), **dict.fromkeys(sorted(done), calbench_commit())}
     return record
 
 
