@@ -9,7 +9,7 @@ calbench interpolate ...              WiSE-FT: a full fine-tune interpolated tow
 calbench noveltybench score LOGS...   NoveltyBench partitions and scores (lite or full)
 calbench drift --model M --adapter A  KL(base || tuned) on neutral text, offline
 calbench retention-delta BASE TUNED   tuned - base on the same items, paired bootstrap interval
-calbench leaderboard run|add|render|card|export|tradeoff|compare   recipes, the store, pages, cards, exports
+calbench leaderboard run|add|render|card|export|tradeoff|compare|choose|rescore   recipes, the store, pages, cards
 """
 
 from __future__ import annotations
@@ -218,6 +218,20 @@ def cmd_leaderboard_compare(args: argparse.Namespace) -> int:
     return 1
 
 
+def cmd_leaderboard_rescore(args: argparse.Namespace) -> int:
+    from calbench.leaderboard import rescoring
+
+    if not rescoring.record_files(args.records):
+        raise FileNotFoundError(f"no run record in {', '.join(map(str, args.records))}")
+    results = rescoring.rescore_files(args.records, args.metric or [])
+    lines = rescoring.describe(results)
+    for line in lines:
+        print(f"differs: {line}")
+    what = f"{len(results)} records re-scored from their stored answers"
+    print(f"{what}: {len(lines)} stored aggregates disagree beyond rounding" if lines else f"{what}: every one agrees")
+    return 1 if lines else 0
+
+
 def _render(args: argparse.Namespace) -> None:
     from calbench.leaderboard import publish
 
@@ -308,6 +322,7 @@ LEADERBOARD_ACTIONS = {
     "render": cmd_leaderboard_render,
     "run": cmd_leaderboard_run,
     "compare": cmd_leaderboard_compare,
+    "rescore": cmd_leaderboard_rescore,
 }
 
 
@@ -525,6 +540,17 @@ def _leaderboard_choose_parser(lb_sub: Subparsers) -> None:
     p.set_defaults(func=cmd_leaderboard)
 
 
+def _leaderboard_rescore_parser(lb_sub: Subparsers) -> None:
+    p = lb_sub.add_parser(
+        "rescore",
+        help="score every numeric sampling task of run records again from their stored answers: list the stored "
+        "aggregates that disagree (exit 1), or rewrite --metric after its definition changed",
+    )
+    p.add_argument("records", nargs="*", type=Path, default=[STORE], help=f"record files or folders (default: {STORE})")
+    p.add_argument("--metric", action="append", help="rewrite this metric from the stored answers (repeatable)")
+    p.set_defaults(func=cmd_leaderboard)
+
+
 def _leaderboard_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "leaderboard",
@@ -533,10 +559,11 @@ def _leaderboard_parser(sub: Subparsers) -> None:
         "results files; render: every table and plot from the records; card: records into an adapter's card; "
         "export: a record as an Every Eval Ever 0.3.0 file; "
         "tradeoff: calibration gained against retention lost; compare: whether two records' numbers agree; "
-        "choose: a curve run's checkpoint chosen on the validation families.",
+        "choose: a curve run's checkpoint chosen on the validation families; "
+        "rescore: stored numbers scored again from the stored answers.",
     )
     lb_sub = p.add_subparsers(
-        dest="action", required=True, metavar="{run,add,render,card,export,tradeoff,compare,choose}"
+        dest="action", required=True, metavar="{run,add,render,card,export,tradeoff,compare,choose,rescore}"
     )
     for action in (
         _leaderboard_run_parser,
@@ -547,6 +574,7 @@ def _leaderboard_parser(sub: Subparsers) -> None:
         _leaderboard_export_parser,
         _leaderboard_tradeoff_parser,
         _leaderboard_compare_parser,
+        _leaderboard_rescore_parser,
     ):
         action(lb_sub)
 

@@ -211,12 +211,13 @@ def _looks_local(value: str) -> bool:
 
 
 def check_eval_args(ns: argparse.Namespace, contact: bool = True) -> None:
-    """Refuse, in one line, what would fail later: no or unknown tasks, an unknown backend, model
-    folders that do not exist (or a bare name that is neither a folder nor a cached hub model
-    offline), a broken adapter, metadata keys a task sets itself, an output folder calbench
-    cannot write in or whose model subfolder name would be too long; on an API backend, what would
-    send one seed to every sample, and (``contact``) a server that does not answer, refuses the
-    key or does not serve the model."""
+    """Refuse, in one line, what would fail later: no or unknown tasks, an unknown backend, a model
+    given to a reference system, model folders that do not exist or are files (or a bare name
+    that is neither a folder nor a cached hub model offline), a dtype torch does not have, a broken
+    adapter, metadata keys a task sets itself, an output folder calbench cannot write in or whose
+    model subfolder name would be too long; on an API backend, what would send one seed to every
+    sample, and (``contact``) a server that does not answer, refuses the key or does not serve the
+    model."""
     if ns.command != "run":
         return
     ns.tasks = [t for t in (ns.tasks or []) if isinstance(t, str) and t.strip()]
@@ -244,10 +245,23 @@ def check_eval_args(ns: argparse.Namespace, contact: bool = True) -> None:
             f"model's token tree, which --model {model} cannot do: run them with --model calbench-hf "
             f"(or {' / '.join(policy.REFERENCE_MODELS)})"
         )
+    given = sorted(set(args) & set(MODEL_ARGS))
+    if model in policy.REFERENCE_MODELS and given:  # as a recipe refuses it (recipes.load_row)
+        raise EvalArgumentError(
+            f"--model {model} is a reference system and takes no model: {', '.join(f'{k}={args[k]}' for k in given)} "
+            "would file its results under that model's name (leave them out, or run the model with --model calbench-hf)"
+        )
     for key in ("pretrained", "peft", "lora_local_path", "tokenizer"):
         value = args.get(key)
         if isinstance(value, str) and _looks_local(value) and not Path(value).expanduser().exists():
             raise EvalArgumentError(f"{key}={value}: no such file or folder")
+        gguf = model == "vllm" and key == "pretrained" and str(value).endswith(".gguf")  # vLLM loads a GGUF file
+        if isinstance(value, str) and Path(value).expanduser().is_file() and not gguf:
+            raise EvalArgumentError(
+                f"{key}={value}: a file, not a folder: name the folder that holds the model's (or adapter's) "
+                "config and weights (a name that is no folder here is taken for a hub id)"
+            )
+    _check_dtype(model, args.get("dtype"))
     pretrained = args.get("pretrained")
     if isinstance(pretrained, str) and model not in policy.REFERENCE_MODELS:
         _check_model_reference(pretrained)
@@ -259,6 +273,21 @@ def check_eval_args(ns: argparse.Namespace, contact: bool = True) -> None:
                 raise EvalArgumentError(f"{key}={args[key]}: {err}") from None
     _check_metadata(ns)
     _check_output(ns, pretrained)
+
+
+MODEL_ARGS = ("pretrained", "peft", "lora_local_path")  # the model arguments that name a model or an adapter
+DTYPE_BACKENDS = ("hf", "calbench-hf", "vllm")  # they load the model in dtype=, a torch dtype's name or auto
+
+
+def _check_dtype(model: str, dtype: Any) -> None:
+    """``dtype=`` names a torch dtype (``float32``, ``bfloat16``, ``half``...) or ``auto``: lm-eval looks
+    it up on torch only once the model loads (``dtype=float13``: an AttributeError 14 frames deep)."""
+    if dtype is None or model not in DTYPE_BACKENDS:
+        return
+    import torch
+
+    if not (dtype == "auto" or (isinstance(dtype, str) and isinstance(getattr(torch, dtype, None), torch.dtype))):
+        raise EvalArgumentError(f"dtype={dtype}: not a torch dtype (float32, bfloat16, float16, auto, ...)")
 
 
 def _check_backend(model: str) -> None:
@@ -431,6 +460,19 @@ def calbench_task_names(include_path: Path) -> set[str]:
     return {
         n for _, c in _task_configs(include_path) for key in ("task", "group", "tag") for n in _names_of(c.get(key))
     }
+
+
+def unresolved_tasks(names: Sequence[str]) -> list[str]:
+    """The ``names`` that are neither a task, tag or group of calbench's YAML nor a name of
+    lm-eval's own task index (built only if a name is not calbench's, about 5 s). lm-eval reads
+    any other name that is a file as a task YAML and imports the Python its ``!function`` names
+    beside it: a recipe's tasks must all resolve here (``calbench.leaderboard.runner.check``)."""
+    rest = [n for n in names if n not in calbench_task_names(tasks_path())]
+    if not rest:
+        return []
+    offline_defaults()
+    index = set(task_manager().all_tasks)
+    return [n for n in rest if n not in index]
 
 
 def dry_run(ns: argparse.Namespace) -> str:

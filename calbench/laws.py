@@ -195,8 +195,13 @@ class Target:
 
     @cached_property
     def law(self) -> Any:
-        """The frozen ``scipy.stats`` distribution; parameters too extreme for floating point
-        (lognormal mu=800: e^mu overflows) raise ``InvalidParametersError`` naming them."""
+        """The frozen ``scipy.stats`` distribution (built once, kept); parameters too extreme for
+        floating point (lognormal mu=800: e^mu overflows) raise ``InvalidParametersError`` naming them."""
+        return self.fresh_law()
+
+    def fresh_law(self) -> Any:
+        """``law`` built anew and not kept (about 10 KB each: a training run's tens of thousands of
+        drawn targets are checked without keeping their laws)."""
         try:
             return self.family.scipy(**self.params)
         except (OverflowError, ZeroDivisionError, ValueError) as err:

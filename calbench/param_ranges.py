@@ -32,10 +32,12 @@ prompts of a family are measured in these units, so a unit is the whole training
 
 from __future__ import annotations
 
+import itertools
 import math
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from typing import Literal
 
 import numpy as np
@@ -43,7 +45,7 @@ import numpy as np
 from calbench.extra_families import EXTRA_FAMILIES, VALIDATION, VALIDATION_POINTS
 from calbench.families import FAMILIES, Family, InvalidParametersError, Target, get_family, ppf, round_params
 from calbench.name_pairs import name_points
-from calbench.space import DEFAULT_DECIMALS, HARD_MAX_BINS, canonical_space
+from calbench.space import DEFAULT_DECIMALS, HARD_MAX_BINS, canonical_space, check_space
 from calbench.stats import seed_for
 
 Scale = Literal["lin", "log"]
@@ -193,28 +195,115 @@ def _draw_axes(family: Family, rng: np.random.Generator, widen: float) -> dict[s
 MAX_TRIES = 20_000
 
 
-def draw(family: Family | str, rng: np.random.Generator, widen: float = 1.0, avoid: bool = True) -> Target:
+def draw(
+    family: Family | str, rng: np.random.Generator, widen: float = 1.0, avoid: bool = True, decimals: int | None = None
+) -> Target:
     """Fresh parameters of a training family (module docstring); ``avoid`` keeps them ``MARGIN``
-    units away from every evaluation prompt. Raises ``ValueError`` for a held-out family or
-    ``widen`` < 1."""
+    units away from every evaluation prompt. With ``decimals`` (a training run's), a draw whose
+    law has no canonical space at those decimals (``calbench.space.check_space``) is drawn again,
+    as invalid parameters are: from the same generator, so a run and its resumption see the same
+    prompts. Raises ``ValueError`` for a held-out family, ``widen`` < 1, or (with ``decimals``) a
+    ``widen`` past ``widen_problem``'s limit."""
     family = _family(family)
     if not (math.isfinite(widen) and widen >= 1):
         raise ValueError(f"widen must be a finite number >= 1, got {widen!r}")
+    if decimals is not None and (problem := widen_problem(widen, decimals)) is not None:
+        raise ValueError(f"widen {widen:g}: {problem}")
     derive = family.grids["train"].derive
     extra = family.name not in FAMILIES
     for _ in range(MAX_TRIES):
-        combo = _draw_axes(family, rng, widen)
         # A Target checks its parameters (their domains and the family's own check); its law is built
         # where it is used, not here (freezing a scipy law costs about 1 ms, three quarters of a draw).
         try:
+            combo = _draw_axes(family, rng, widen)
             target = family.target(round_params(family, derive(**combo) if derive else combo))
-        except (InvalidParametersError, ValueError, ArithmeticError):  # e.g. a hypergeometric sample
-            continue  # larger than its population; an extra family's bound at a quantile of a bad law
+            if decimals is not None:
+                check_space(target, decimals)  # builds a law it does not keep
+        except (InvalidParametersError, ValueError, ArithmeticError):  # e.g. a hypergeometric sample larger
+            continue  # than its population; an extra family's bound at a quantile of a bad law
         if extra and (near_heldout(target) or not has_space(target)):  # never a held-out law, always trainable
             continue
         if not (avoid and near_evaluation(target)):
             return target
     raise RuntimeError(f"{family.name}: no valid draw in {MAX_TRIES} tries at widen={widen}")  # pragma: no cover
+
+
+def training_families() -> list[Family]:
+    """The families with a training range, in table order."""
+    return [f for f in FAMILIES.values() if is_training_family(f)]
+
+
+def corners(family: Family, widen: float) -> list[Target]:
+    """The corners of ``family``'s training box widened by ``widen`` (integer axes at their widened
+    range's whole ends) that are valid parameters of the family (a corner with N > M, drawn again
+    by ``draw``, is left out). A non-finite corner raises ``InvalidParametersError``."""
+    bounds = []
+    for axis in axes(family):
+        lo, hi = axis.bounds(widen)
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            raise InvalidParametersError(f"{family.name}: {axis.name} widened {widen:g}x reaches [{lo:g}, {hi:g}]")
+        bounds.append((axis.name, (math.ceil(lo - 1e-9), math.floor(hi + 1e-9)) if axis.integer else (lo, hi)))
+    derive = family.grids["train"].derive
+    out = []
+    for corner in itertools.product(*(values for _, values in bounds)):
+        combo = {name: float(v) for (name, _), v in zip(bounds, corner, strict=True)}
+        try:
+            out.append(family.target(round_params(family, derive(**combo) if derive else combo)))
+        except InvalidParametersError:
+            continue
+    return out
+
+
+def _without_space(widen: float, decimals: int) -> str | None:
+    """The first valid corner of a training family's box widened by ``widen`` that builds no
+    canonical space at ``decimals``, and why (None: every one builds)."""
+    with warnings.catch_warnings(), np.errstate(all="ignore"):  # scipy's overflows past the limit: the error says it
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for family in training_families():
+            try:
+                for target in corners(family, widen):
+                    check_space(target, decimals)
+            except (InvalidParametersError, OverflowError) as err:
+                return str(err)
+    return None
+
+
+@lru_cache(maxsize=256)
+def widen_problem(widen: float, decimals: int) -> str | None:
+    """Why training draws at ``widen`` may find no canonical space at ``decimals`` (None: none).
+
+    A law's 99.9% range grows monotonically towards the corners of a widened box (its scales,
+    shapes and locations at their extremes), so a box whose every valid corner builds its
+    canonical space (``calbench.space.check_space``) builds one inside (``draw`` redraws the rare
+    draw that does not). Past the limit a corner, and a growing share of the draws near it, has
+    none: lognormal's 99.9% quantile passes 2^53 lattice steps at 5 decimals past a widening of
+    3.1 (``max_widen``)."""
+    why = _without_space(widen, decimals)
+    if why is None:
+        return None
+    return (
+        f"the ranges widened {widen:g}x hold laws with no canonical space at {decimals} decimals ({why}); "
+        f"the largest widening that trains at {decimals} decimals is {max_widen(decimals):g}"
+    )
+
+
+WIDEN_STEPS = 100  # max_widen's resolution: hundredths
+WIDEN_SEARCH = 1024  # max_widen's upper end, far past any law floating point can build
+
+
+@cache
+def max_widen(decimals: int) -> float:
+    """The largest widening, in hundredths, at which every valid corner of every training family's
+    widened box builds its canonical space at ``decimals`` (``widen_problem``): found by bisection,
+    the corners' test being monotone in the widening; 1.0 if even the training ranges do not build
+    (more decimals than a float carries)."""
+    lo, hi = WIDEN_STEPS, WIDEN_SEARCH * WIDEN_STEPS  # builds at lo / WIDEN_STEPS, not at hi / WIDEN_STEPS
+    if _without_space(1.0, decimals) is not None:
+        return 1.0
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if _without_space(mid / WIDEN_STEPS, decimals) is None else (lo, mid)
+    return lo / WIDEN_STEPS
 
 
 @cache

@@ -7,8 +7,9 @@ its own seed, so a run is reproducible and a resumed run sees the same data.
 
 With fresh parameters (``parameters="fresh"``) the order is the same, but each example's
 prompt is a fresh draw of its grid prompt's family (``calbench.param_ranges.draw``, from the
-example's own seed, in the ranges widened by ``widen``): the same families and number of
-examples as the grid, every prompt new, and the same prompts on resume.
+example's own seed, in the ranges widened by ``widen``, drawn again where the run's decimals
+give its law no canonical space): the same families and number of examples as the grid, every
+prompt new, and the same prompts on resume.
 
 The collators turn examples into tensors, left-padded so that every answer ends at the
 last position and the model only computes logits for the trained window
@@ -116,17 +117,23 @@ def distribution(targets: Sequence[Target | Slot], order: Sequence[tuple[int, in
 
 
 def fresh_targets(
-    grid: Sequence[Target | Slot], order: Sequence[tuple[int, int, int]], seed: int, widen: float
+    grid: Sequence[Target | Slot],
+    order: Sequence[tuple[int, int, int]],
+    seed: int,
+    widen: float,
+    decimals: int | None = None,
 ) -> list[Target]:
     """Example by example (``order``'s (grid prompt, epoch, repeat) triples), a fresh draw of the grid
     prompt's family from a generator seeded by the run's seed and the triple: a training family's
     from its range widened by ``widen``, an extra family's from its box widened by ``EXTRA_WIDEN``
-    whatever ``widen`` (its box is no paper's range, and some of it lies within the held-out margin)."""
+    whatever ``widen`` (its box is no paper's range, and some of it lies within the held-out margin);
+    with ``decimals`` (the run's), each draw has a canonical space at them (``calbench.param_ranges.draw``)."""
     return [
         draw(
             grid[p].family,
             np.random.default_rng(seed_for("parameters", seed, e, p, r)),
             widen if grid[p].family.name in FAMILIES else EXTRA_WIDEN,
+            decimals=decimals,
         )
         for p, e, r in order
     ]
@@ -146,6 +153,7 @@ class TrainingSet(torch.utils.data.Dataset):
         parameters: str = "grid",
         widen: float = 1.0,
         extra_families: int = 0,
+        decimals: int | None = None,
     ) -> None:
         grid = with_extra_families(split_points("train"), extra_families)
         if prompts is not None:  # a family-balanced subset for smoke runs
@@ -153,7 +161,7 @@ class TrainingSet(torch.utils.data.Dataset):
         order = family_balanced(grid, repeats, epochs, seed)
         self.distribution = distribution(grid, order)  # examples per family over the run
         if parameters == "fresh":  # one prompt per example, drawn from its grid prompt's family
-            targets = fresh_targets(grid, order, seed, widen)
+            targets = fresh_targets(grid, order, seed, widen, decimals)
             self.examples = [Example(i, seed_for("example", seed, e, p, r)) for i, (p, e, r) in enumerate(order)]
         else:
             targets = [t for t in grid if isinstance(t, Target)]  # no slots: extra families are fresh only

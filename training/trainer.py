@@ -272,6 +272,7 @@ def build(config: ResolvedTrainConfig) -> tuple[CalibrationTrainer, TrainingSet]
         config.parameters,
         config.widen,
         config.extra_families,
+        config.decimals,
     )
     world = int(os.environ.get("WORLD_SIZE", "1"))
     per_step = config.batch_size * world

@@ -197,6 +197,12 @@ def validate_record(record: Any, source: str = "record") -> None:
         recipe = record.get("recipe")
         if recipe is not None and not (isinstance(recipe, dict) and isinstance(record.get("recipe_sha256"), str)):
             raise _problem("recipe", "must be an object, with its recipe_sha256")
+        rescored = record.get("rescored", {})
+        if not (isinstance(rescored, dict) and all(isinstance(v, str | type(None)) for v in rescored.values())):
+            raise _problem("rescored", "must be an object of metric: commit")
+        owner = record.get("recipe_file")
+        if owner is not None and not (isinstance(owner, str) and owner.endswith((".yaml", ".yml"))):
+            raise _problem("recipe_file", f"must be the path of a recipe file, got {owner!r}")
         model = record.get("model", {})
         if not isinstance(model, dict) or any(v is not None and not isinstance(v, str) for v in model.values()):
             raise _problem("model", "must be an object of strings (or null)")

@@ -125,7 +125,7 @@ def run_curves(
             if step == 0:
                 _share_base(curves, run)
             path = run_row(recipe, workdir / run.name / "points")
-            record = portable(light(store.load_record(path)), workdir)
+            record = portable(light(store.load_record(path)), workdir, run.name)
             marker = json.loads((adapter / "calbench_checkpoint.json").read_text()) if adapter else {}
             cost = summary or {"steps": step, **marker}  # the run's averages, or so far
             examples = step * int(run.train["effective_batch"])
@@ -230,14 +230,25 @@ def light(record: RunRecord) -> RunRecord:
     return record
 
 
-def portable(record: RunRecord, workdir: Path) -> RunRecord:
-    """A point's checkpoint lies in the machine's ``workdir`` (``--workdir``, often outside the
-    tree): the record names it ``<workdir>/...``, in its adapter, its recipe and its commands."""
+PATH_OPTIONS = ("--output_path", "--output")  # options whose value is a folder: the work folder itself may stand there
 
-    given = str(Path(workdir).expanduser())
-    # The folder's path where it stands as a path: at the start of a word (or after '='), followed
-    # by '/' or the word's end; "c" in "calbench" is not the work folder "c".
-    where = re.compile(r"(?:(?<=^)|(?<=[\s=,'\"]))" + re.escape(given) + r"(?=/|$|[\s,'\"])")
+
+def portable(record: RunRecord, workdir: Path, run: str | None = None) -> RunRecord:
+    """A point's checkpoint lies in the machine's ``workdir`` (``--workdir``, often outside the
+    tree): the record names it ``<workdir>/...``, in its adapter, its recipe and its commands.
+
+    Only paths are replaced: a path under the run's own folder ``<workdir>/<run>/`` (any run's
+    when ``run`` is not given) where a path stands (a word's start, or after ``=`` or ``,``), and
+    the work folder itself as the value of ``--output_path`` or ``--output``. A command word or a
+    task named like the folder (``--workdir calbench``, ``eval``) stays, and so does a model
+    that merely lies inside an absolute work folder (``pretrained=`` of ``/data/models/m`` with
+    ``--workdir /data``)."""
+
+    given = re.escape(str(Path(workdir).expanduser()))
+    starts = r"(?:(?<=^)|(?<=[\s=,'\"]))"
+    under = rf"(?=/{re.escape(run)}/)" if run is not None else r"(?=/)"
+    option = "|".join(rf"(?<={re.escape(o)}[ =])" for o in PATH_OPTIONS)
+    where = re.compile(rf"{starts}{given}{under}|(?:{option}){given}(?=$|[\s'\"])")
 
     def short(text: str) -> str:
         return where.sub("<workdir>", text)

@@ -126,11 +126,13 @@ class RunRecord(TypedDict, total=False):
     command: Required[str]
     recipe: dict[str, Any]  # the resolved recipe (calbench leaderboard run)
     recipe_sha256: str
+    recipe_file: str  # the recipe that made it, as a path from the record's folder: its owner (rows.owner_of)
     model: Required[ModelPart]
     evaluations: Required[dict[str, EvaluationEntry]]
     tasks: Required[dict[str, TaskEntry]]
     drift: Drift
     calbench_commit: str | None
+    rescored: dict[str, str | None]  # metric -> the commit that re-scored it from the stored answers (rescoring)
     packages: dict[str, str]
     samples_sha256: str  # in the file only: load_record takes it out once it has checked the samples
     curve: CurvePart
