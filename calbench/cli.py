@@ -5,10 +5,11 @@ calbench eval <lm_eval arguments>     lm_eval with calbench's tasks and models
 calbench models [list|path|install]   the offline model catalogue
 calbench tasks-path                   the folder for lm_eval --include_path
 calbench train ...                    fine-tune a LoRA adapter (soft or hard targets)
+calbench interpolate ...              WiSE-FT: a full fine-tune interpolated toward its base
 calbench noveltybench score LOGS...   NoveltyBench partitions and scores (lite or full)
 calbench drift --model M --adapter A  KL(base || tuned) on neutral text, offline
 calbench retention-delta BASE TUNED   tuned - base on the same items, paired bootstrap interval
-calbench leaderboard run|add|render|card|tradeoff|compare   recipes, the store, tables, plots, cards
+calbench leaderboard run|add|render|card|export|tradeoff|compare|choose|rescore   recipes, the store, pages, cards
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from calbench import __version__, policy, tasks_path
 
 COMMANDS_GROUP = "calbench.commands"  # entry points of add-ons: `calbench train` is the training add-on's
 STORE = Path("leaderboards") / "results"  # the leaderboard's results store
+WORKDIR = Path("calbench_results") / "rows"  # lm-eval's raw output and curve runs' folders (leaderboard.rows')
 
 
 def _fail(command: str, err: BaseException | str) -> int:
@@ -66,7 +68,7 @@ def cmd_eval(args: argparse.Namespace, passthrough: Sequence[str]) -> int:
     from calbench import eval_report, evaluation
 
     try:
-        latest = evaluation.eval_cli(passthrough, num_samples=args.num_samples)
+        latest = evaluation.eval_cli(passthrough, num_samples=args.num_samples, preview=args.dry_run)
     except (evaluation.EvalArgumentError, evaluation.EvalRunError) as err:
         return _fail("eval", err)
     if latest is not None:
@@ -168,6 +170,17 @@ def cmd_leaderboard_card(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_leaderboard_export(args: argparse.Namespace) -> int:
+    import time
+
+    from calbench.leaderboard import export, store
+
+    (record,) = store.named_records(args.results_dir, [args.name])
+    output = args.output or Path(f"{args.name}.eee.json")
+    _write_json(export.every_eval_ever(record, time.time()), output)
+    return 0
+
+
 def cmd_leaderboard_tradeoff(args: argparse.Namespace) -> int:
     from calbench.leaderboard import store, tradeoff
 
@@ -199,6 +212,20 @@ def cmd_leaderboard_compare(args: argparse.Namespace) -> int:
             worst = ", ".join(f"{name} {x:.3g}" for name, x in found[:3])
             print(f"{len(found)} metrics differ; the largest {what}: {worst}")
     return 1
+
+
+def cmd_leaderboard_rescore(args: argparse.Namespace) -> int:
+    from calbench.leaderboard import rescoring
+
+    if not rescoring.record_files(args.records):
+        raise FileNotFoundError(f"no run record in {', '.join(map(str, args.records))}")
+    results = rescoring.rescore_files(args.records, args.metric or [])
+    lines = rescoring.describe(results)
+    for line in lines:
+        print(f"differs: {line}")
+    what = f"{len(results)} records re-scored from their stored answers"
+    print(f"{what}: {len(lines)} stored aggregates disagree beyond rounding" if lines else f"{what}: every one agrees")
+    return 1 if lines else 0
 
 
 def _render(args: argparse.Namespace) -> None:
@@ -273,13 +300,25 @@ def cmd_leaderboard_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_leaderboard_choose(args: argparse.Namespace) -> int:
+    from calbench.leaderboard import curve_run, curves
+
+    recipe = curves.load(args.recipe)
+    out = curve_run.choose(recipe, args.run, args.workdir, args.split)
+    print(f"chosen: {out}")
+    return 0
+
+
 LEADERBOARD_ACTIONS = {
+    "choose": cmd_leaderboard_choose,
     "add": cmd_leaderboard_add,
     "card": cmd_leaderboard_card,
+    "export": cmd_leaderboard_export,
     "tradeoff": cmd_leaderboard_tradeoff,
     "render": cmd_leaderboard_render,
     "run": cmd_leaderboard_run,
     "compare": cmd_leaderboard_compare,
+    "rescore": cmd_leaderboard_rescore,
 }
 
 
@@ -309,14 +348,23 @@ def _eval_parser(sub: Subparsers) -> None:
         "calbench eval --model hf --model_args pretrained=DIR --tasks calbench_numeric_unseen --apply_chat_template",
     )
     p.add_argument("--num-samples", type=int, help="samples per prompt for the sampling tasks (default: the task's)")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the requests and about how many prompt and answer tokens the run would use; send nothing",
+    )
     p.set_defaults(func=cmd_eval)
 
 
+ADDON_COMMANDS = {  # the training add-on's commands: it parses their options itself (cmd_addon)
+    "train": "fine-tune a LoRA adapter with soft or hard targets (calbench train --help)",
+    "interpolate": "WiSE-FT: a full fine-tune's weights interpolated toward its base model's",
+}
+
+
 def _train_parser(sub: Subparsers) -> None:
-    p = sub.add_parser(
-        "train", help="fine-tune a LoRA adapter with soft or hard targets (calbench train --help)", add_help=False
-    )
-    p.set_defaults(func=None)  # the training add-on parses its own options (cmd_addon)
+    for name, text in ADDON_COMMANDS.items():
+        sub.add_parser(name, help=text, add_help=False).set_defaults(func=None)
 
 
 def _models_parser(sub: Subparsers) -> None:
@@ -399,7 +447,7 @@ def _leaderboard_run_parser(lb_sub: Subparsers) -> None:
         help="replace a stored record of the same name that another recipe made, or that has evaluations this "
         "recipe no longer has",
     )
-    p.add_argument("--workdir", type=Path, default=Path("calbench_results") / "rows", help="lm-eval's raw output")
+    p.add_argument("--workdir", type=Path, default=WORKDIR, help="lm-eval's raw output")
     p.add_argument("--no-render", action="store_true", help="store the record, render nothing")
     p.add_argument(
         "--no-train",
@@ -444,6 +492,14 @@ def _leaderboard_card_parser(lb_sub: Subparsers) -> None:
     p.set_defaults(func=cmd_leaderboard)
 
 
+def _leaderboard_export_parser(lb_sub: Subparsers) -> None:
+    p = lb_sub.add_parser("export", help="write a run record as an Every Eval Ever 0.3.0 file")
+    p.add_argument("name", help="the run record's name, e.g. smollm2-135m-instruct-soft")
+    p.add_argument("--output", "-o", type=Path, help="the file to write (default: NAME.eee.json)")
+    p.add_argument("--results-dir", type=Path, default=STORE)
+    p.set_defaults(func=cmd_leaderboard)
+
+
 def _leaderboard_tradeoff_parser(lb_sub: Subparsers) -> None:
     p = lb_sub.add_parser(
         "tradeoff", help="calibration gained against retention lost: a table and a plot, one point per adapter"
@@ -465,22 +521,56 @@ def _leaderboard_compare_parser(lb_sub: Subparsers) -> None:
     p.set_defaults(func=cmd_leaderboard)
 
 
+def _leaderboard_choose_parser(lb_sub: Subparsers) -> None:
+    p = lb_sub.add_parser(
+        "choose",
+        help="copy a curve run's checkpoint with the best validation score out of its run folder",
+        description="Chooses among a curve run's scored points by their calibration score on the validation "
+        "families (never the held-out ones) and copies that checkpoint to <workdir>/<run>/chosen. Run from the "
+        "repository root.",
+    )
+    p.add_argument("recipe", type=Path, help="a curve recipe, e.g. leaderboards/rows/transfer.yaml")
+    p.add_argument("--run", required=True, help="the run's name in the recipe")
+    p.add_argument("--workdir", type=Path, default=WORKDIR, help="where the run's folder is (run's --workdir)")
+    p.add_argument("--split", default="validation", choices=["validation", "train", "interp", "unseen", "wide"])
+    p.set_defaults(func=cmd_leaderboard)
+
+
+def _leaderboard_rescore_parser(lb_sub: Subparsers) -> None:
+    p = lb_sub.add_parser(
+        "rescore",
+        help="score every numeric sampling task of run records again from their stored answers: list the stored "
+        "aggregates that disagree (exit 1), or rewrite --metric after its definition changed",
+    )
+    p.add_argument("records", nargs="*", type=Path, default=[STORE], help=f"record files or folders (default: {STORE})")
+    p.add_argument("--metric", action="append", help="rewrite this metric from the stored answers (repeatable)")
+    p.set_defaults(func=cmd_leaderboard)
+
+
 def _leaderboard_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "leaderboard",
         help="the results store: run a row's recipe, add a run record, render, adapter cards, trade-off",
         description="run: a row from its recipe (leaderboards/rows/*.yaml); add: a run record from lm-eval "
         "results files; render: every table and plot from the records; card: records into an adapter's card; "
-        "tradeoff: calibration gained against retention lost; compare: whether two records' numbers agree.",
+        "export: a record as an Every Eval Ever 0.3.0 file; "
+        "tradeoff: calibration gained against retention lost; compare: whether two records' numbers agree; "
+        "choose: a curve run's checkpoint chosen on the validation families; "
+        "rescore: stored numbers scored again from the stored answers.",
     )
-    lb_sub = p.add_subparsers(dest="action", required=True, metavar="{run,add,render,card,tradeoff,compare}")
+    lb_sub = p.add_subparsers(
+        dest="action", required=True, metavar="{run,add,render,card,export,tradeoff,compare,choose,rescore}"
+    )
     for action in (
         _leaderboard_run_parser,
+        _leaderboard_choose_parser,
         _leaderboard_add_parser,
         _leaderboard_render_parser,
         _leaderboard_card_parser,
+        _leaderboard_export_parser,
         _leaderboard_tradeoff_parser,
         _leaderboard_compare_parser,
+        _leaderboard_rescore_parser,
     ):
         action(lb_sub)
 
@@ -514,8 +604,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, rest = parser.parse_known_args(argv)
     if args.command == "eval":
         return cmd_eval(args, rest)
-    if args.command == "train":
-        return cmd_addon("train", rest)
+    if args.command in ADDON_COMMANDS:
+        return cmd_addon(args.command, rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     return int(args.func(args))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import logging
 import os
 import sys
 import tempfile
@@ -19,12 +20,14 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from calbench import policy, tasks_path
+from calbench import api_support, policy, tasks_path
 from calbench.policy import THINKING_DEFAULT, needs_thinking_default, run_metadata
 from calbench.provenance import check_adapter_folder
 from calbench.vllm_support import VLLMSetupError, check_vllm_args, vllm_cpu_lora
 
 DEFAULT_OUTPUT = Path("calbench_results")
+API_TEXT_PROMPT = ("local-completions",)  # completions backends that would otherwise load a tokenizer by model name
+API_PACKAGES = ("aiohttp", "tenacity", "requests")  # what lm-eval's API backends import (lm-eval's `api` extra)
 
 
 def offline_defaults() -> None:
@@ -83,6 +86,8 @@ def evaluate(
     metadata = {**args_dict(model_args), **run_metadata(model)}
     if num_samples:
         metadata["num_samples"] = num_samples
+    if is_api_backend(model):  # the tasks see the run's metadata, not its model (calbench eval does the same)
+        metadata[api_support.METADATA_BACKEND] = model
     metadata.update(given)
     tracker = EvaluationTracker(output_path=str(output_path)) if output_path else None
     results = simple_evaluate(
@@ -166,6 +171,9 @@ def lm_eval_args(args: Sequence[str], num_samples: int | None = None) -> argpars
         ns.batch_size = "auto"  # lm-eval's default 1 hands vLLM's engine one request at a time
     if ns.model_args and needs_thinking_default(model, ns.model_args):
         ns.model_args = {**ns.model_args, "enable_thinking": False}
+    if model in API_TEXT_PROMPT and not {"tokenizer", "tokenizer_backend"} & set(ns.model_args or {}):
+        # sampling sends the prompt as text: no tokenizer to fetch from the hub (lm-eval would load the model's)
+        ns.model_args = {**(ns.model_args or {}), "tokenizer_backend": None}
     extra: dict[str, Any] = dict(run_metadata(model))
     if num_samples is not None:
         extra["num_samples"] = num_samples
@@ -202,11 +210,14 @@ def _looks_local(value: str) -> bool:
     return value.startswith(("/", "./", "../", "~")) or value in (".", "..") or value.count("/") > 1
 
 
-def check_eval_args(ns: argparse.Namespace) -> None:
-    """Refuse, in one line, what would fail later: no or unknown tasks, an unknown backend, model
-    folders that do not exist (or a bare name that is neither a folder nor a cached hub model
-    offline), a broken adapter, metadata keys a task sets itself, an output folder calbench
-    cannot write in or whose model subfolder name would be too long."""
+def check_eval_args(ns: argparse.Namespace, contact: bool = True) -> None:
+    """Refuse, in one line, what would fail later: no or unknown tasks, an unknown backend, a model
+    given to a reference system, model folders that do not exist or are files (or a bare name
+    that is neither a folder nor a cached hub model offline), a dtype torch does not have, a broken
+    adapter, metadata keys a task sets itself, an output folder calbench cannot write in or whose
+    model subfolder name would be too long; on an API backend, what would send one seed to every
+    sample, and (``contact``) a server that does not answer, refuses the key or does not serve the
+    model."""
     if ns.command != "run":
         return
     ns.tasks = [t for t in (ns.tasks or []) if isinstance(t, str) and t.strip()]
@@ -226,16 +237,31 @@ def check_eval_args(ns: argparse.Namespace) -> None:
         except VLLMSetupError as err:
             raise EvalArgumentError(str(err)) from None
     _check_backend(model)
+    if is_api_backend(model):
+        _check_api(ns, model, args, contact)
     if model not in policy.ENUMERATION_BACKENDS and set(ns.tasks) & set(policy.ENUMERATION_TASKS):
         raise EvalArgumentError(
             f"the sample-free tasks ({', '.join(sorted(set(ns.tasks) & set(policy.ENUMERATION_TASKS)))}) walk the "
             f"model's token tree, which --model {model} cannot do: run them with --model calbench-hf "
             f"(or {' / '.join(policy.REFERENCE_MODELS)})"
         )
+    given = sorted(set(args) & set(MODEL_ARGS))
+    if model in policy.REFERENCE_MODELS and given:  # as a recipe refuses it (recipes.load_row)
+        raise EvalArgumentError(
+            f"--model {model} is a reference system and takes no model: {', '.join(f'{k}={args[k]}' for k in given)} "
+            "would file its results under that model's name (leave them out, or run the model with --model calbench-hf)"
+        )
     for key in ("pretrained", "peft", "lora_local_path", "tokenizer"):
         value = args.get(key)
         if isinstance(value, str) and _looks_local(value) and not Path(value).expanduser().exists():
             raise EvalArgumentError(f"{key}={value}: no such file or folder")
+        gguf = model == "vllm" and key == "pretrained" and str(value).endswith(".gguf")  # vLLM loads a GGUF file
+        if isinstance(value, str) and Path(value).expanduser().is_file() and not gguf:
+            raise EvalArgumentError(
+                f"{key}={value}: a file, not a folder: name the folder that holds the model's (or adapter's) "
+                "config and weights (a name that is no folder here is taken for a hub id)"
+            )
+    _check_dtype(model, args.get("dtype"))
     pretrained = args.get("pretrained")
     if isinstance(pretrained, str) and model not in policy.REFERENCE_MODELS:
         _check_model_reference(pretrained)
@@ -249,6 +275,21 @@ def check_eval_args(ns: argparse.Namespace) -> None:
     _check_output(ns, pretrained)
 
 
+MODEL_ARGS = ("pretrained", "peft", "lora_local_path")  # the model arguments that name a model or an adapter
+DTYPE_BACKENDS = ("hf", "calbench-hf", "vllm")  # they load the model in dtype=, a torch dtype's name or auto
+
+
+def _check_dtype(model: str, dtype: Any) -> None:
+    """``dtype=`` names a torch dtype (``float32``, ``bfloat16``, ``half``...) or ``auto``: lm-eval looks
+    it up on torch only once the model loads (``dtype=float13``: an AttributeError 14 frames deep)."""
+    if dtype is None or model not in DTYPE_BACKENDS:
+        return
+    import torch
+
+    if not (dtype == "auto" or (isinstance(dtype, str) and isinstance(getattr(torch, dtype, None), torch.dtype))):
+        raise EvalArgumentError(f"dtype={dtype}: not a torch dtype (float32, bfloat16, float16, auto, ...)")
+
+
 def _check_backend(model: str) -> None:
     from lm_eval.api.registry import get_model
 
@@ -260,6 +301,44 @@ def _check_backend(model: str) -> None:
     except (ValueError, KeyError, ImportError) as err:
         first = str(err).split("\n", 1)[0]
         raise EvalArgumentError(f"--model {model}: not an lm-eval backend here ({first[:300]})") from None
+
+
+def is_api_backend(model: str) -> bool:
+    """An lm-eval backend that sends requests to a server (lm-eval's ``TemplateAPI``)."""
+    if model in api_support.BACKENDS:
+        return True
+    from lm_eval.api.registry import get_model
+
+    try:
+        cls = get_model(model)
+    except (ValueError, KeyError, ImportError):
+        return False
+    from lm_eval.models.api_models import TemplateAPI
+
+    return isinstance(cls, type) and issubclass(cls, TemplateAPI)
+
+
+def _check_api(ns: argparse.Namespace, model: str, args: dict[str, Any], contact: bool) -> None:
+    import importlib.util
+
+    missing = [m for m in API_PACKAGES if importlib.util.find_spec(m) is None]
+    if missing:
+        raise EvalArgumentError(
+            f"--model {model}: lm-eval's API backends need {', '.join(missing)}, not installed here: pip install -e '.[api]'"
+        )
+    spec = api_support.BACKENDS.get(model)
+    if spec is not None and spec.kind == "chat" and not getattr(ns, "apply_chat_template", None):
+        raise EvalArgumentError(f"--model {model} sends chat messages: add --apply_chat_template")
+    try:
+        api_support.check_api_args(model, args)
+        if contact:
+            from calbench import endpoint
+
+            endpoint.check_endpoint(model, args)
+    except api_support.ApiSetupError as err:
+        raise EvalArgumentError(str(err)) from None
+    # the tasks see the run's metadata, not its model: name the backend for them
+    ns.metadata = {**(ns.metadata or {}), api_support.METADATA_BACKEND: model}
 
 
 def _check_model_reference(pretrained: str) -> None:
@@ -383,26 +462,80 @@ def calbench_task_names(include_path: Path) -> set[str]:
     }
 
 
-def eval_cli(args: Sequence[str], num_samples: int | None = None) -> Path | None:
-    """``calbench eval``: lm-eval's CLI with calbench's defaults; the results file it wrote, if any."""
+def unresolved_tasks(names: Sequence[str]) -> list[str]:
+    """The ``names`` that are neither a task, tag or group of calbench's YAML nor a name of
+    lm-eval's own task index (built only if a name is not calbench's, about 5 s). lm-eval reads
+    any other name that is a file as a task YAML and imports the Python its ``!function`` names
+    beside it: a recipe's tasks must all resolve here (``calbench.leaderboard.runner.check``)."""
+    rest = [n for n in names if n not in calbench_task_names(tasks_path())]
+    if not rest:
+        return []
+    offline_defaults()
+    index = set(task_manager().all_tasks)
+    return [n for n in rest if n not in index]
+
+
+def dry_run(ns: argparse.Namespace) -> str:
+    """``calbench eval --dry-run``: the requests and tokens the run would send (``calbench.cost``)."""
+    from calbench import cost
+
+    model = ns.model or "hf"
+    args = dict(ns.model_args or {})
+    n = int(args.get("n", 1)) if is_api_backend(model) else 1
+    metadata = {**args, **(ns.metadata or {})}
+    try:
+        costs, how = cost.preview(ns.tasks, ns.include_path, metadata, args, getattr(ns, "limit", None), n)
+    except (ValueError, KeyError, OSError) as err:
+        raise EvalArgumentError(_one_line(err)) from None
+    return cost.render(costs, how, model, n)
+
+
+def _run_errors() -> tuple[type[BaseException], ...]:
+    """What a run raises that is said in one line: Python's usual errors, and an API's (HTTP, retries)."""
+    errors: list[type[BaseException]] = [ValueError, OSError, RuntimeError, TypeError, KeyError]
+    try:
+        import aiohttp
+
+        errors.append(aiohttp.ClientError)
+    except ImportError:
+        pass
+    try:
+        import requests
+
+        errors.append(requests.RequestException)
+    except ImportError:
+        pass
+    return tuple(errors)
+
+
+def eval_cli(args: Sequence[str], num_samples: int | None = None, preview: bool = False) -> Path | None:
+    """``calbench eval``: lm-eval's CLI with calbench's defaults; the results file it wrote, if any
+    (``preview``: print what the run would send, and send nothing)."""
     from lm_eval._cli import HarnessCLI
 
     from calbench.backends import register
     from calbench.lm_eval_io import latest_results
 
     ns = lm_eval_args(args, num_samples=num_samples)
-    check_eval_args(ns)
+    check_eval_args(ns, contact=not preview)
     offline_defaults()
     register()
+    if preview:
+        if ns.command == "run":
+            print(dry_run(ns))
+        return None
     started = time.time()
     try:
         with _own_tasks_only(ns):
             HarnessCLI().execute(ns)
-    except (ValueError, OSError, RuntimeError, TypeError, KeyError) as err:
+    except _run_errors() as err:
         if isinstance(err, ValueError) and str(err).startswith("Tasks not found"):  # lm-eval's, before a model loads
             raise EvalArgumentError(str(err)) from None
         if os.environ.get("CALBENCH_TRACEBACK"):
             raise
+        # An API run's other requests failed with it, in asyncio tasks nobody awaits any more: at exit
+        # asyncio would print each one's traceback after the one line ("Task exception was never retrieved").
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
         raise EvalRunError(_one_line(err)) from err
     if ns.command != "run":
         return None

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from calbench.api_support import METADATA_PLAN
 from calbench.families import FAMILIES, make_target
 from calbench.metrics.prompt_scores import stored_answers
 from calbench.stats import Estimate
@@ -203,6 +204,11 @@ def check_log(results: Mapping[str, Any], task: str, records: Sequence[Mapping[s
             raise LmEvalOutputError(f"{where} (its documents, prompts or targets differ: task hash mismatch)")
     config = results.get("configs", {}).get(task, {})
     repeats, settings = config.get("repeats"), config.get("generation_kwargs")
+    api = (config.get("metadata") or {}).get(METADATA_PLAN)
+    if isinstance(api, Mapping):  # an API backend: one request per sample, each with its own seed
+        for n, record in enumerate(records, 1):
+            _check_per_sample(record, api, f"{where} (document {n}")
+        return
     for n, record in enumerate(records, 1):
         responses = record.get("resps") or []
         group = responses[0] if isinstance(responses, list) and len(responses) == 1 else None
@@ -214,6 +220,25 @@ def check_log(results: Mapping[str, Any], task: str, records: Sequence[Mapping[s
             other = [s for s in logged if json.dumps(s, sort_keys=True, default=str) != canonical]
             if other:
                 raise LmEvalOutputError(f"{where} (document {n} was generated with other settings: {other[0]})")
+
+
+def _check_per_sample(record: Mapping[str, Any], api: Mapping[str, Any], where: str) -> None:
+    """A document of a run on an API backend: its requests are the task's (``api["requests_per_prompt"]``),
+    each sent with the settings the run says it sent and a seed of its own."""
+    responses = record.get("resps") or []
+    logged = _request_settings(record)
+    expected = api.get("requests_per_prompt")
+    if isinstance(expected, int) and (len(responses) != expected or len(logged) != expected):
+        raise LmEvalOutputError(f"{where}: {len(responses)} requests, the run sent {expected} per prompt)")
+    canonical = json.dumps(api.get("sent"), sort_keys=True, default=str)
+    seeds = []
+    for request in logged:
+        settings = dict(request) if isinstance(request, Mapping) else {}
+        seeds.append(settings.pop("seed", None))
+        if json.dumps(settings, sort_keys=True, default=str) != canonical:
+            raise LmEvalOutputError(f"{where} was sent with other settings: {settings})")
+    if any(not isinstance(seed, int) for seed in seeds) or len(set(seeds)) != len(seeds):
+        raise LmEvalOutputError(f"{where}: its samples do not each have a seed of their own: {seeds[:5]})")
 
 
 def hash_string(text: str) -> str:

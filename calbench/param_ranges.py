@@ -36,17 +36,22 @@ Both sets are data, ``calbench/data/prompt_sets.json``, written by
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 
-from calbench.families import FAMILIES, Family, InvalidParametersError, Target, ppf, round_params
+from calbench.extra_families import EXTRA_FAMILIES, VALIDATION, VALIDATION_POINTS
+from calbench.families import FAMILIES, Family, InvalidParametersError, Target, get_family, ppf, round_params
+from calbench.name_pairs import name_points
+from calbench.space import DEFAULT_DECIMALS, HARD_MAX_BINS, canonical_space, check_space
 from calbench.stats import seed_for
 
 Scale = Literal["lin", "log"]
@@ -60,9 +65,15 @@ AXIS_SCALES: dict[str, tuple[Scale, float, float, Callable[[dict[str, float]], f
     "mode": ("lin", 0.0, 1.0, lambda p: (p["c"] - p["a"]) / (p["b"] - p["a"])),  # Triangular's mode
     "f": ("lin", 0.05, 0.95, lambda p: p["K"] / p["M"]),  # Hypergeometric's K / M (never degenerate)
     "s": ("log", 0.0, math.inf, lambda p: list(p.values())[1]),  # Laplace's, Logistic's, Gumbel's scale
+    # the extra families' (calbench.extra_families): a bounded law's upper - lower, and the quantiles
+    # of a truncation's base at its bounds (a function of the base law, not of the prompt's values)
+    "span": ("log", 0.0, math.inf, lambda p: p["upper"] - p["lower"]),
+    "q_lower": ("lin", 0.001, 0.499, lambda p: math.nan),
+    "q_upper": ("lin", 0.501, 0.999, lambda p: math.nan),
 }
 PROB_BOUNDS = (0.02, 0.98)  # a widened probability stays clear of degenerate laws
 W1_POINTS = 1000  # quantile midpoints of the law-to-law W1 (heavy tails: a truncated W1)
+HELDOUT_POINTS = 200  # the held-out margin's: 200 midpoints, a draw's W1 at a fifth of the cost
 
 
 def param_scale(family: Family, name: str) -> Scale:
@@ -103,12 +114,15 @@ class Axis:
 
 
 def is_training_family(family: Family) -> bool:
-    return "train" in family.grids
+    """One of the paper's 24 training families (not a held-out one, not a training-only extra one)."""
+    return family.name in FAMILIES and "train" in family.grids
 
 
 def _family(family: Family | str) -> Family:
-    f = FAMILIES[family] if isinstance(family, str) else family
-    if not is_training_family(f):
+    """A family with a range to draw from: a training family or an extra one (a held-out family
+    raises ``ValueError``)."""
+    f = get_family(family) if isinstance(family, str) else family
+    if "train" not in f.grids:
         raise ValueError(f"{f.name} is a held-out family: it has no training range")
     return f
 
@@ -180,33 +194,176 @@ def _draw_axes(family: Family, rng: np.random.Generator, widen: float) -> dict[s
     return values
 
 
-MAX_TRIES = 1000
+# Tries before a draw gives up. A box that lies mostly near held-out laws keeps few of its draws
+# (the power function on [0, b]: about 1 in 200, those with alpha above 12; the logarithmic law 1
+# in 140): 1,000 tries failed such a family's draw about once in 150. A draw kept within fewer
+# tries is the same draw whatever this limit, so raising it changes no run's prompts.
+MAX_TRIES = 20_000
 
 
-def draw(family: Family | str, rng: np.random.Generator, widen: float = 1.0, avoid: bool = True) -> Target:
+def draw(
+    family: Family | str, rng: np.random.Generator, widen: float = 1.0, avoid: bool = True, decimals: int | None = None
+) -> Target:
     """Fresh parameters of a training family (module docstring); ``avoid`` keeps them ``MARGIN``
-    units away from every evaluation prompt. Raises ``ValueError`` for a held-out family or
-    ``widen`` < 1."""
+    units away from every evaluation prompt. With ``decimals`` (a training run's), a draw whose
+    law has no canonical space at those decimals (``calbench.space.check_space``) is drawn again,
+    as invalid parameters are: from the same generator, so a run and its resumption see the same
+    prompts. Raises ``ValueError`` for a held-out family, ``widen`` < 1, or (with ``decimals``) a
+    ``widen`` past ``widen_problem``'s limit."""
     family = _family(family)
     if not (math.isfinite(widen) and widen >= 1):
         raise ValueError(f"widen must be a finite number >= 1, got {widen!r}")
+    if decimals is not None and (problem := widen_problem(widen, decimals)) is not None:
+        raise ValueError(f"widen {widen:g}: {problem}")
     derive = family.grids["train"].derive
+    extra = family.name not in FAMILIES
     for _ in range(MAX_TRIES):
-        combo = _draw_axes(family, rng, widen)
         # A Target checks its parameters (their domains and the family's own check); its law is built
         # where it is used, not here (freezing a scipy law costs about 1 ms, three quarters of a draw).
         try:
+            combo = _draw_axes(family, rng, widen)
             target = family.target(round_params(family, derive(**combo) if derive else combo))
-        except InvalidParametersError:  # e.g. a hypergeometric sample larger than its population
+            if decimals is not None:
+                check_space(target, decimals)  # builds a law it does not keep
+        except (InvalidParametersError, ValueError, ArithmeticError):  # e.g. a hypergeometric sample larger
+            continue  # than its population; an extra family's bound at a quantile of a bad law
+        if extra and (near_heldout(target) or not has_space(target)):  # never a held-out law, always trainable
             continue
         if not (avoid and near_evaluation(target)):
             return target
     raise RuntimeError(f"{family.name}: no valid draw in {MAX_TRIES} tries at widen={widen}")  # pragma: no cover
 
 
+def training_families() -> list[Family]:
+    """The families with a training range, in table order."""
+    return [f for f in FAMILIES.values() if is_training_family(f)]
+
+
+def corners(family: Family, widen: float) -> list[Target]:
+    """The corners of ``family``'s training box widened by ``widen`` (integer axes at their widened
+    range's whole ends) that are valid parameters of the family (a corner with N > M, drawn again
+    by ``draw``, is left out). A non-finite corner raises ``InvalidParametersError``."""
+    bounds = []
+    for axis in axes(family):
+        lo, hi = axis.bounds(widen)
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            raise InvalidParametersError(f"{family.name}: {axis.name} widened {widen:g}x reaches [{lo:g}, {hi:g}]")
+        bounds.append((axis.name, (math.ceil(lo - 1e-9), math.floor(hi + 1e-9)) if axis.integer else (lo, hi)))
+    derive = family.grids["train"].derive
+    out = []
+    for corner in itertools.product(*(values for _, values in bounds)):
+        combo = {name: float(v) for (name, _), v in zip(bounds, corner, strict=True)}
+        try:
+            out.append(family.target(round_params(family, derive(**combo) if derive else combo)))
+        except InvalidParametersError:
+            continue
+    return out
+
+
+def _without_space(widen: float, decimals: int) -> str | None:
+    """The first valid corner of a training family's box widened by ``widen`` that builds no
+    canonical space at ``decimals``, and why (None: every one builds)."""
+    with warnings.catch_warnings(), np.errstate(all="ignore"):  # scipy's overflows past the limit: the error says it
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for family in training_families():
+            try:
+                for target in corners(family, widen):
+                    check_space(target, decimals)
+            except (InvalidParametersError, OverflowError) as err:
+                return str(err)
+    return None
+
+
+@lru_cache(maxsize=256)
+def widen_problem(widen: float, decimals: int) -> str | None:
+    """Why training draws at ``widen`` may find no canonical space at ``decimals`` (None: none).
+
+    A law's 99.9% range grows monotonically towards the corners of a widened box (its scales,
+    shapes and locations at their extremes), so a box whose every valid corner builds its
+    canonical space (``calbench.space.check_space``) builds one inside (``draw`` redraws the rare
+    draw that does not). Past the limit a corner, and a growing share of the draws near it, has
+    none: lognormal's 99.9% quantile passes 2^53 lattice steps at 5 decimals past a widening of
+    3.1 (``max_widen``)."""
+    why = _without_space(widen, decimals)
+    if why is None:
+        return None
+    return (
+        f"the ranges widened {widen:g}x hold laws with no canonical space at {decimals} decimals ({why}); "
+        f"the largest widening that trains at {decimals} decimals is {max_widen(decimals):g}"
+    )
+
+
+WIDEN_STEPS = 100  # max_widen's resolution: hundredths
+WIDEN_SEARCH = 1024  # max_widen's upper end, far past any law floating point can build
+
+
+@cache
+def max_widen(decimals: int) -> float:
+    """The largest widening, in hundredths, at which every valid corner of every training family's
+    widened box builds its canonical space at ``decimals`` (``widen_problem``): found by bisection,
+    the corners' test being monotone in the widening; 1.0 if even the training ranges do not build
+    (more decimals than a float carries)."""
+    lo, hi = WIDEN_STEPS, WIDEN_SEARCH * WIDEN_STEPS  # builds at lo / WIDEN_STEPS, not at hi / WIDEN_STEPS
+    if _without_space(1.0, decimals) is not None:
+        return 1.0
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if _without_space(mid / WIDEN_STEPS, decimals) is None else (lo, mid)
+    return lo / WIDEN_STEPS
+
+
 @cache
 def _evaluation_coordinates(family: Family) -> np.ndarray:
     return coordinates([t for t in evaluation_prompts() if t.family is family])
+
+
+HELDOUT_MARGIN = 0.5  # W1 / IQR between an extra family's draw and every held-out prompt, at least
+# Why 0.5: a law 0.5 IQR from a held-out law by a pure shift has pit_w1 0.18 against it (Gaussian),
+# where exact sampling's 95% range at the score's 50-answer chunks ends at 0.082 and a collapse
+# scores 0.25: a model that sampled the extra law exactly would earn at most 0.4 of a held-out
+# prompt's credit for it (calbench.metrics.calibration). Training on it cannot be scored as transfer.
+
+
+@cache
+def _heldout_laws() -> tuple[tuple[Target, ...], np.ndarray, np.ndarray]:
+    """The held-out split's prompts (its 92 grid prompts and 18 selected ones, each once), their
+    quantiles at the ``HELDOUT_POINTS`` midpoints and their IQRs (1 at least for integer laws)."""
+    from calbench.families import split_points
+
+    prompts = {t.key: t for t in split_points("heldout") + split_points("heldout", "selected")}
+    targets = tuple(prompts.values())
+    quantiles = np.stack([ppf(t.law, _midpoints(HELDOUT_POINTS)) for t in targets])
+    return targets, quantiles, np.array([_iqr(t) for t in targets])
+
+
+def heldout_distance(target: Target) -> tuple[float, Target]:
+    """The smallest W1 / IQR between ``target``'s law and a held-out prompt's law (W1 at the
+    ``HELDOUT_POINTS`` quantile midpoints, over the held-out law's IQR), and that prompt."""
+    targets, quantiles, iqrs = _heldout_laws()
+    mine = ppf(target.law, _midpoints(HELDOUT_POINTS))
+    distances = np.abs(quantiles - mine).mean(axis=1) / iqrs
+    i = int(np.argmin(distances))
+    return float(distances[i]), targets[i]
+
+
+def has_space(target: Target) -> bool:
+    """Whether ``target``'s canonical answer space builds (at the training's hard-target size): an
+    extra family's draw without one (a tail too heavy for a finite quantile) is drawn again."""
+    try:
+        canonical_space(target, DEFAULT_DECIMALS, HARD_MAX_BINS)
+    except (InvalidParametersError, ValueError, ArithmeticError, RuntimeError):
+        return False
+    return True
+
+
+def near_heldout(target: Target, margin: float = HELDOUT_MARGIN) -> bool:
+    """Whether ``target``'s law lies within ``margin`` (W1 / IQR) of a held-out prompt's law, or
+    has no finite quantiles to tell (a law too extreme to draw for training)."""
+    try:
+        distance, _ = heldout_distance(target)
+    except (InvalidParametersError, ValueError, ArithmeticError):
+        return True
+    return not (math.isfinite(distance) and distance >= margin)
 
 
 def near_evaluation(target: Target, margin: float = MARGIN) -> bool:
@@ -251,8 +408,8 @@ def in_range(target: Target, widen: float = 1.0) -> bool:
     return True
 
 
-def _midpoints() -> np.ndarray:
-    return (np.arange(W1_POINTS) + 0.5) / W1_POINTS
+def _midpoints(points: int = W1_POINTS) -> np.ndarray:
+    return (np.arange(points) + 0.5) / points
 
 
 def _iqr(target: Target) -> float:
@@ -331,14 +488,38 @@ def _targets(table: Mapping[str, tuple[Mapping[str, float], ...]]) -> list[Targe
 
 
 def prompt_set(split: str, selection: str = "full") -> list[Target]:
-    """The prompts of a split (``families.split_points``), ``interp`` (INTERP) or ``wide`` (WIDE)."""
+    """The prompts of a split (``families.split_points``), ``interp`` (INTERP), ``wide`` (WIDE),
+    ``validation`` (the held-back extra families', ``validation_points``) or ``names``
+    (``calbench.name_pairs``)."""
     from calbench.families import split_points
 
+    if split == "validation":
+        return validation_points()
+    if split == "names":
+        return name_points()
     if split == "interp":
         return interp_points()
     if split == "wide":
         return wide_points()
     return split_points(split, selection)  # type: ignore[arg-type]
+
+
+def validation_points() -> list[Target]:
+    """The validation prompts: ``extra_families.VALIDATION_POINTS``, family by family."""
+    return [EXTRA_FAMILIES[name].target(p) for name in VALIDATION for p in VALIDATION_POINTS[name]]
+
+
+def validation_candidates(family: Family | str, keep: int = 3, seed: int = 0) -> list[Target]:
+    """How ``VALIDATION_POINTS`` were made: draws from the family's box (not widened), taken
+    greedily at least 0.25 of the box's span apart in every-axis units (as ``interp_candidates``)."""
+    family = _family(family)
+    rng = np.random.default_rng(seed_for("validation", family.name, seed))
+    chosen: list[Target] = []
+    while len(chosen) < keep:
+        t = draw(family, rng, 1.0, avoid=False)
+        if all(np.linalg.norm(coordinates([t]) - coordinates([c])) >= 0.25 for c in chosen):
+            chosen.append(t)
+    return chosen
 
 
 def interp_points() -> list[Target]:

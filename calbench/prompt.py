@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from calbench.families import FAMILIES, Target, format_value, get_family
+from calbench.families import ALL_FAMILIES, Target, format_value, get_family
 
 TEMPLATE = (
     "Generate exactly ONE random number from {article} {display} distribution with "
@@ -26,7 +26,7 @@ _PROMPT_RE = re.compile(
     r"Generate exactly ONE random number from (?:a|an) (?P<display>.+?) distribution with "
     r"parameters (?P<params>.*?)\. Output ONLY the number\."
 )
-_BY_DISPLAY = {f.display: f.name for f in FAMILIES.values()}
+_BY_DISPLAY = {f.display: f.name for f in ALL_FAMILIES.values()}
 
 
 def prompt_text(target: Target) -> str:

@@ -317,9 +317,10 @@ def verbalized_draw(listed: Verbalized | None, response: str, target: Target, in
     return format_value(value) if in_support(value, target) else ""
 
 
-# The numeric sampling tasks: each split, the quick selection, and the diagnostics of the training
-# ranges (calbench.param_ranges: training prompts, interpolation, the widened ranges).
-SAMPLING_SETS = ("unseen", "heldout", "quick", "train", "interp", "wide")
+# The numeric sampling tasks: each split, the quick selection, the diagnostics of the training
+# ranges (calbench.param_ranges: training prompts, interpolation, the widened ranges), the held-back
+# validation families and the name-versus-law pairs.
+SAMPLING_SETS = ("unseen", "heldout", "quick", "train", "interp", "wide", "validation", "names")
 
 
 def task_protocol(task: str) -> str:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -121,14 +122,11 @@ def _mass_between(law: object, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.clip(out, 0.0, None)
 
 
-def canonical_space(target: Target, decimals: int = DEFAULT_DECIMALS, max_bins: int = EVAL_MAX_BINS) -> Space:
-    """The canonical output space of ``target`` (see the module docstring)."""
-    if decimals < 0:
-        raise ValueError(f"decimals must be >= 0, got {decimals}")
-    if max_bins < 1:
-        raise ValueError(f"max_bins must be >= 1, got {max_bins}")
-    law = target.law
-    s_lo, s_hi = target.support()
+def _bounds(target: Target, law: Any, decimals: int) -> tuple[float, float, int, int]:
+    """(lower, upper, first, last) of ``target``'s space under ``law``: the outer bin edges and the
+    first and last point (integers: values; continuous laws: lattice indices, steps of 10^-decimals
+    from 0). A law whose range cannot be written raises ``InvalidParametersError`` naming it."""
+    s_lo, s_hi = (float(v) for v in law.support())
     q_lo, q_hi = (float(v) for v in ppf(law, [TAIL, 1 - TAIL]))
     if not (math.isfinite(q_lo) and math.isfinite(q_hi)):
         raise _too_wide(target, f"its 0.1% and 99.9% quantiles are {q_lo:g} and {q_hi:g}")
@@ -138,30 +136,46 @@ def canonical_space(target: Target, decimals: int = DEFAULT_DECIMALS, max_bins: 
         hi = max(hi, lo)  # a degenerate law: one point
         if hi - lo + 1 > MAX_INTEGERS:
             raise _too_wide(target, f"{hi - lo + 1} integer values between {lo} and {hi}, more than {MAX_INTEGERS}")
-        ks = np.arange(lo, hi + 1, dtype=np.int64)  # integer supports are never thinned
+        return lo - 0.5, hi + 0.5, lo, hi
+    lower, upper = max(q_lo, s_lo), min(q_hi, s_hi)
+    scale = 10**decimals
+    if max(abs(lower), abs(upper)) * scale >= MAX_STEPS:
+        raise _too_wide(target, f"its 99.9% range [{lower:g}, {upper:g}] lies beyond 2^53 steps of 10^-{decimals}")
+    lo_k, hi_k = _lattice_bound(lower, scale, up=True), _lattice_bound(upper, scale, up=False)
+    if lo_k > hi_k:  # the whole range is narrower than one lattice step
+        lo_k = hi_k = round((lower + upper) / 2 * scale)
+        if not s_lo <= lo_k / scale <= s_hi:
+            raise InvalidParametersError(
+                f"{target.key}: no number with {decimals} decimals lies in the support; use more decimals"
+            )
+    return lower, upper, lo_k, hi_k
+
+
+def check_space(target: Target, decimals: int = DEFAULT_DECIMALS) -> None:
+    """Raise ``InvalidParametersError`` (naming the law and why) where ``canonical_space(target,
+    decimals)`` would: the checks alone, on a law built for them and dropped (a target keeps
+    no law it did not need: a training run draws tens of thousands)."""
+    _bounds(target, target.fresh_law(), decimals)
+
+
+def canonical_space(target: Target, decimals: int = DEFAULT_DECIMALS, max_bins: int = EVAL_MAX_BINS) -> Space:
+    """The canonical output space of ``target`` (see the module docstring)."""
+    if decimals < 0:
+        raise ValueError(f"decimals must be >= 0, got {decimals}")
+    if max_bins < 1:
+        raise ValueError(f"max_bins must be >= 1, got {max_bins}")
+    law = target.law
+    lower, upper, first, last = _bounds(target, law, decimals)
+    if target.integer:
+        ks = np.arange(first, last + 1, dtype=np.int64)  # integer supports are never thinned
         values = ks.astype(float)
         strings = [str(k) for k in ks.tolist()]
-        lower, upper = lo - 0.5, hi + 0.5
-        # Integer laws: F(k + 1/2) = F(k), and scipy's hypergeometric CDF is NaN off the integers.
-        integer_edges = True
     else:
-        lower, upper = max(q_lo, s_lo), min(q_hi, s_hi)
-        scale = 10**decimals
-        if max(abs(lower), abs(upper)) * scale >= MAX_STEPS:
-            raise _too_wide(target, f"its 99.9% range [{lower:g}, {upper:g}] lies beyond 2^53 steps of 10^-{decimals}")
-        lo_k, hi_k = _lattice_bound(lower, scale, up=True), _lattice_bound(upper, scale, up=False)
-        if lo_k > hi_k:  # the whole range is narrower than one lattice step
-            lo_k = hi_k = round((lower + upper) / 2 * scale)
-            if not s_lo <= lo_k / scale <= s_hi:
-                raise ValueError(
-                    f"{target.key}: no number with {decimals} decimals lies in the support; use more decimals"
-                )
-        ks = _lattice(lo_k, hi_k, max_bins)
-        values = ks / scale
+        ks = _lattice(first, last, max_bins)
+        values = ks / 10**decimals
         strings = format_lattice(ks, decimals)
-        integer_edges = False
     edges = np.concatenate([[lower], (values[1:] + values[:-1]) / 2, [upper]])
-    if integer_edges:
+    if target.integer:  # F(k + 1/2) = F(k), and scipy's hypergeometric CDF is NaN off the integers
         edges = np.floor(edges)
     with np.errstate(divide="ignore"):  # log(1 - p) = -inf for a degenerate law is exact
         masses = _mass_between(law, edges[:-1], edges[1:])

@@ -21,6 +21,7 @@ OPTIONS = (
     "soft_paths",
     "parameters",
     "widen",
+    "extra_families",
     "trie_row_nodes",
     "decimals",
     "max_bins",

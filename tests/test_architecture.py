@@ -111,7 +111,11 @@ def test_calbench_train_reaches_the_addon_through_its_entry_point():
 CORE = {
     "calbench",
     "cache",
+    "laws",
+    "law_transforms",
     "families",
+    "extra_families",
+    "name_pairs",
     "param_ranges",
     "train_record",
     "space",
@@ -140,13 +144,18 @@ LAYERS = [
                     "model_catalogue",
                     "retention_delta",
                     "vllm_support",
+                    "api_support",
+                    "endpoint",
                 )
             }
         ),
     ),
     (
         "lm-eval side",
-        lambda m: m.startswith(("calbench.harness", "calbench.backends")) or m in ("calbench.drift", "calbench.tiny"),
+        lambda m: (
+            m.startswith(("calbench.harness", "calbench.backends"))
+            or m in ("calbench.drift", "calbench.tiny", "calbench.cost")
+        ),
     ),
     ("evaluation", lambda m: m == "calbench.evaluation"),
     ("leaderboard", lambda m: m.startswith("calbench.leaderboard")),

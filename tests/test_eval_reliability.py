@@ -175,3 +175,33 @@ def test_one_absurd_answer_never_loses_the_run(tmp_path):
     assert overall["valid_rate,samples"] > 0.5  # bounded laws refuse 2 or 1e80; the others take them
     # A law with a variance sees a sample variance of about 1e159 of its own: huge, and finite.
     assert 1e100 < overall["variance_error,samples"] < 1e308
+
+
+# ---- issue 49, cases 6, 9 and 10: one line, exit 2, before a model loads ----------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (  # case 6: the oracle ran and its results were filed under the model's name
+            ["--model", "calbench-oracle", "--model_args", "pretrained=HuggingFaceTB/SmolLM2-135M-Instruct"],
+            "--model calbench-oracle is a reference system and takes no model: pretrained=HuggingFaceTB/SmolLM2",
+        ),
+        (["--model", "calbench-collapsed", "--model_args", "peft=x"], "takes no model: peft=x"),
+        (
+            ["--model", "hf", "--model_args", "pretrained={model},dtype=float13"],
+            "dtype=float13: not a torch dtype",
+        ),  # 9
+        (["--model", "calbench-hf", "--model_args", "pretrained={model},dtype=5"], "dtype=5: not a torch dtype"),
+        (["--model", "hf", "--model_args", "pretrained={file}"], "pretrained={file}: a file, not a folder"),  # 10
+        (["--model", "hf", "--model_args", "pretrained={model},peft={file}"], "peft={file}: a file, not a folder"),
+    ],
+)
+def test_a_reference_with_a_model_a_bad_dtype_or_a_model_file_is_one_line(argv, message, capsys, tmp_path, tiny_split):
+    """A real (tiny) model folder: without the checks, dtype=float13 got as far as loading it."""
+    (tmp_path / "weights.gguf").write_text("")
+    names = {"model": tiny_split, "file": tmp_path / "weights.gguf"}
+    argv = [a.format(**names) for a in argv]
+    assert main(["eval", *argv, "--tasks", "calbench_numeric_quick", "--output_path", str(tmp_path / "out")]) == 2
+    _one_line(capsys, message.format(**names))
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("results_*.json"))

@@ -412,7 +412,7 @@ def test_valid_counterparts_of_the_invalid_rows_are_accepted() -> None:
 def test_the_tabled_quantiles_are_scipys(family, params):
     """ppf's table for scipy's bisection laws gives scipy's answers, at the CDF's own values and
     next to them too (where the bisection's ties are decided)."""
-    from calbench.families import _ppf_on_a_table
+    from calbench.laws import _ppf_on_a_table
 
     law = make_target(family, params).law
     ks = np.arange(*law.ppf([1e-6, 1 - 1e-6]))

@@ -49,6 +49,7 @@ def test_task_files_are_flat_and_tagged():
         "calbench_numeric_heldout_ssot",
         "calbench_numeric_heldout_verbalized",
         "calbench_numeric_interp",
+        "calbench_numeric_names",
         "calbench_numeric_quick",
         "calbench_numeric_quick_batch",
         "calbench_numeric_quick_seeded",
@@ -63,6 +64,7 @@ def test_task_files_are_flat_and_tagged():
         "calbench_numeric_unseen_seeded",
         "calbench_numeric_unseen_ssot",
         "calbench_numeric_unseen_verbalized",
+        "calbench_numeric_validation",
         "calbench_numeric_wide",
         "calbench_open_ended",
         "calbench_retention",
@@ -82,7 +84,10 @@ def test_task_files_are_flat_and_tagged():
         if path.stem.endswith("_exact"):
             assert tags == ["calbench_exact"]
         else:
-            diagnostic = path.stem in ("calbench_numeric_train", "calbench_numeric_interp", "calbench_numeric_wide")
+            diagnostic = path.stem in (
+                *("calbench_numeric_train", "calbench_numeric_interp", "calbench_numeric_wide"),
+                *("calbench_numeric_validation", "calbench_numeric_names"),
+            )
             assert tags == ["calbench_diagnostics"] if diagnostic else "calbench" in tags
         assert isinstance(cfg["metadata"]["version"], int)
         functions = [v for v in _walk(cfg) if isinstance(v, str) and v.startswith("!function")]

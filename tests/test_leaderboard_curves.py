@@ -311,3 +311,41 @@ def test_a_full_fine_tunes_checkpoint_is_the_points_model(tmp_path):
     point = curve_run.point_row(spec, full, 4, Path("w/full/train/checkpoint-4"))
     assert (point.model, point.adapter, point.type) == ("w/full/train/checkpoint-4", None, "fine-tuned")
     assert curve_run.point_row(spec, full, 0, None).model == "m"  # the base model at step 0
+
+
+@pytest.mark.parametrize("workdir", ["calbench", "eval", "calbench_numeric_quick", "calbench-hf"])
+def test_a_work_folder_named_like_a_word_of_the_command_replaces_only_paths_under_it(workdir):
+    """Issue 49, case 7: `--workdir calbench` stored '<workdir> eval ...'; `eval` or a task name the same."""
+    checkpoint = f"{workdir}/r/train/checkpoint-4"
+    command = (
+        f"calbench eval --model calbench-hf --model_args pretrained=/m,peft={checkpoint} "
+        "--tasks calbench_numeric_quick --output_path <workdir>/step-0004/quick"
+    )
+    record = {"model": {"adapter": checkpoint}, "recipe": None, "evaluations": {"q": {"command": command}}}
+    out = curve_run.portable(record, Path(workdir), "r")
+    assert out["evaluations"]["q"]["command"] == command.replace(
+        f"peft={checkpoint}", "peft=<workdir>/r/train/checkpoint-4"
+    )
+    assert out["model"]["adapter"] == "<workdir>/r/train/checkpoint-4"
+
+
+def test_a_model_inside_an_absolute_work_folder_keeps_its_path():
+    """Issue 49, case 7: `--workdir /data` with the model in /data/models rewrote pretrained= too."""
+    command = "calbench eval --model_args pretrained=/data/models/m,peft=/data/r/train/checkpoint-4 --tasks t"
+    record = {
+        "model": {"adapter": "/data/r/train/checkpoint-4"},
+        "recipe": {"model": "/data/models/m", "adapter": {"path": "/data/r/train/checkpoint-4", "train": {}}},
+        "recipe_sha256": "old",
+        "evaluations": {"q": {"command": command}},
+    }
+    out = curve_run.portable(record, Path("/data"), "r")
+    assert out["evaluations"]["q"]["command"] == (
+        "calbench eval --model_args pretrained=/data/models/m,peft=<workdir>/r/train/checkpoint-4 --tasks t"
+    )
+    assert (
+        out["recipe"]["model"] == "/data/models/m"
+        and out["recipe"]["adapter"]["path"] == "<workdir>/r/train/checkpoint-4"
+    )
+    # a full fine-tune's checkpoint is the point's model: under the run's folder, it is replaced
+    full = {"model": {}, "recipe": {"model": "/data/r/train/checkpoint-4"}, "recipe_sha256": "", "evaluations": {}}
+    assert curve_run.portable(full, Path("/data"), "r")["recipe"]["model"] == "<workdir>/r/train/checkpoint-4"

@@ -537,3 +537,141 @@ def test_a_run_goes_to_the_repository_root_of_its_recipe(monkeypatch, tmp_path):
     with pytest.raises(RefusedRunError, match="not in a repository's leaderboards/rows"):
         cli._from_the_root(args)
     assert not (tmp_path / "leaderboards").exists()
+
+
+# ---- issue 49: recipes are data, checked whole before anything runs ----------------------------
+
+
+@pytest.mark.parametrize(
+    ("train", "message"),
+    [
+        ("{effective_batch: true}", "adapter.train: effective_batch True: must be a whole number"),  # case 8
+        ("{lr: true}", "adapter.train: lr True: must be a number"),
+        ("{max_steps: 2.5}", "adapter.train: max_steps 2.5: must be a whole number"),
+        ("{parameters: fresh, widen: 50}", "adapter.train: widen 50: the ranges widened 50x hold laws"),  # case 1
+        ("{widen: 2}", "adapter.train: widen 2: widens fresh parameters' ranges"),  # a recipe's grid is not widened
+        ("{target_modules: 5}", "adapter.train: target_modules 5: must be a list of module names"),
+        ("{effective_batch: 30, batch_size: 8}", "effective_batch 30 is not a multiple of --batch-size 8"),
+    ],
+)
+def test_a_rows_training_options_are_typed_and_validated_by_the_training_config_when_it_loads(tmp_path, train, message):
+    """Cases 1 and 8: `effective_batch: true` and `widen: 50` passed every recipe check and failed
+    only when training started, after the recipes before it in the same run had run."""
+    _write(tmp_path, "defaults.yaml", DEFAULTS)
+    row = _write(tmp_path, "row.yaml", f"type: fine-tuned adapter\nmodel: m\nadapter: {{path: a, train: {train}}}\n")
+    with pytest.raises(RecipeError, match=re.escape(message)) as err:
+        load_row(row)
+    assert str(row) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_curve_runs_training_options_are_typed_when_it_loads(tmp_path):
+    """Case 8: a curve's `lr: true`."""
+    from calbench.leaderboard import curves
+
+    path = _write(
+        tmp_path,
+        "c.yaml",
+        "kind: curve\nmodel: m\nprotocol: {q: {tasks: [t]}}\nruns: {r: {train: {effective_batch: 2, lr: true}}}\n",
+    )
+    with pytest.raises(RecipeError, match=re.escape("runs.r.train: lr True: must be a number")):
+        curves.load(path)
+    # every later recipe of the same command is checked before the first one runs
+    argv = ["leaderboard", "run", str(ROWS / "oracle.yaml"), str(path), "--results-dir", str(tmp_path / "store")]
+    assert cli.main(argv) == 2 and not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("task", ["some/dir/evil.yaml", "evil.yaml", "./evil", "~/evil", "x.YML", "a,b", "..\\evil"])
+def test_a_recipes_tasks_are_names_never_files(tmp_path, task):
+    """Case 2: `tasks: [some/dir/evil.yaml]` made lm-eval import the utils.py beside that YAML."""
+    _write(tmp_path, "defaults.yaml", DEFAULTS)
+    row = _write(tmp_path, "row.yaml", f"type: base\nmodel: m\nevaluations: {{quick: {{tasks: ['{task}']}}}}\n")
+    with pytest.raises(RecipeError, match=re.escape("evaluations.quick.tasks: ")) as err:
+        load_row(row)
+    assert "is not a task name" in str(err.value) and "runs no code" in str(err.value)
+
+
+EVIL_TASK = """\
+task: evil
+dataset_path: json
+output_type: generate_until
+doc_to_text: !function utils.doc_to_text
+doc_to_target: ''
+metric_list: [{metric: exact_match}]
+"""
+
+
+@pytest.mark.integration
+def test_a_recipe_never_runs_the_python_beside_a_task_file(tmp_path, capsys, monkeypatch):
+    """Case 2, run by hand: a bare task name that is a file here is read by lm-eval as a task YAML, and
+    its `!function` imports the Python beside it, before the evaluation fails. Refused before any run
+    (the name is in neither calbench's nor lm-eval's task index); the Python never runs."""
+    marker = tmp_path / "ran"
+    (tmp_path / "evil").write_text(EVIL_TASK)
+    (tmp_path / "utils.py").write_text(f"open({str(marker)!r}, 'w').write('x')\ndef doc_to_text(d):\n    return ''\n")
+    rows = tmp_path / "rows"
+    _write(rows, "defaults.yaml", REFERENCE_DEFAULTS.replace("calbench_numeric_unseen_exact", "evil"))
+    row = _write(rows, "evil-row.yaml", "type: reference\n")
+    monkeypatch.chdir(tmp_path)
+    argv = ["leaderboard", "run", str(row), "--results-dir", str(tmp_path / "store"), "--workdir", str(tmp_path / "w")]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "tasks evil: not in calbench's or lm-eval's task index" in err and "Traceback" not in err
+    assert not marker.exists() and not (tmp_path / "w").exists() and not (tmp_path / "store").exists()
+
+
+def _repository(root: Path, samples: int) -> Path:
+    """A checkout with one reference row at leaderboards/rows/exact.yaml."""
+    rows = root / "leaderboards" / "rows"
+    _write(
+        rows,
+        "defaults.yaml",
+        "backend: calbench-oracle\nchat_template: false\nevaluations:\n"
+        f"  quick: {{tasks: [calbench_numeric_quick], samples_per_prompt: {samples}}}\n",
+    )
+    return _write(rows, "exact.yaml", "type: reference\n")
+
+
+def test_a_record_in_a_shared_store_names_its_owner_and_another_repository_cannot_take_it_over(tmp_path, monkeypatch):
+    """Case 5: on a shared --results-dir, another repository's recipe at the same relative path
+    replaced a record without --replace (its command's relative path resolved in whichever
+    repository ran)."""
+    from calbench.leaderboard.checks import RefusedRunError
+    from calbench.leaderboard.rows import check_same_recipe, owner_of
+
+    a, b, shared = tmp_path / "a", tmp_path / "b", tmp_path / "shared"
+    _repository(a, 50)
+    _repository(b, 60)
+    relative = Path("leaderboards/rows/exact.yaml")  # as a run names it, from its repository root
+    monkeypatch.chdir(a)
+    mine = load_row(relative)
+    owner = owner_of(mine, shared)
+    assert owner == "../a/leaderboards/rows/exact.yaml"
+    record = {"command": f"calbench leaderboard run {relative}", "recipe_file": owner, "evaluations": {"quick": {}}}
+    check_same_recipe(mine, record, shared)  # its own recipe: accepted
+    monkeypatch.chdir(b)
+    theirs = load_row(relative)
+    for stored in (record, {k: v for k, v in record.items() if k != "recipe_file"}):  # new, and older than owners
+        with pytest.raises(RefusedRunError, match="pass --replace to replace it"):
+            check_same_recipe(theirs, stored, shared)
+    # In a repository's own store the owner is a path inside it, wherever the repository is cloned
+    assert owner_of(theirs, b / "leaderboards" / "results") == "../rows/exact.yaml"
+    legacy = {"command": f"calbench leaderboard run {relative}", "evaluations": {"quick": {}}}
+    check_same_recipe(theirs, legacy, b / "leaderboards" / "results")
+
+
+@pytest.mark.integration
+def test_another_repositorys_recipe_cannot_replace_a_record_in_a_shared_store(tmp_path, capsys, monkeypatch):
+    """Case 5 end to end: the second repository's row (other samples per prompt) is refused, the
+    record keeps the first's numbers and owner; --replace replaces it."""
+    a, b, shared = _repository(tmp_path / "a", 50), _repository(tmp_path / "b", 60), tmp_path / "shared"
+    monkeypatch.chdir(tmp_path)
+    base = ["leaderboard", "run", "--results-dir", str(shared), "--workdir", str(tmp_path / "work")]
+    assert cli.main([*base, str(a)]) == 0
+    kept = (shared / "exact.json").read_text()
+    assert json.loads(kept)["recipe_file"] == "../a/leaderboards/rows/exact.yaml"
+    capsys.readouterr()
+    assert cli.main([*base, str(b)]) == 2
+    assert "pass --replace to replace it" in capsys.readouterr().err
+    assert (shared / "exact.json").read_text() == kept
+    assert cli.main([*base, str(b), "--replace"]) == 0
+    assert json.loads((shared / "exact.json").read_text())["recipe_file"] == "../b/leaderboards/rows/exact.yaml"

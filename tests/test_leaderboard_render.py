@@ -9,11 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from calbench import cli, evaluation
 from calbench.families import FAMILIES
 from calbench.leaderboard import card as leaderboard_card
-from calbench.leaderboard import checks, numbers, plots, render, store
+from calbench.leaderboard import checks, export, numbers, plots, render, store
 from calbench.leaderboard.checks import RefusedRunError
 from calbench.lm_eval_io import load_results
 from calbench.stats import Z95, Estimate
@@ -342,10 +343,13 @@ def test_adapter_card_gets_the_evaluation(records, tmp_path):
     evaluation = text.split("## Evaluation", 1)[1]
     assert re.search(r"\| oracle +\| reference +\| \d", evaluation)
     assert "- collapsed: `calbench eval c`" in evaluation
-    # Only the evaluation changed: the card equals a fresh render with that evaluation.
+    # Only the evaluation changed, and the front matter gained the adapter's model-index: the card
+    # equals a fresh render with that evaluation and that model-index.
     by_name = {r["name"]: r for r in store.load_records(store_dir)}
     table = leaderboard_card.card_evaluation([by_name["oracle"], by_name["collapsed"]])
-    assert text == model_card.render(config, summary, table) != before
+    index = export.model_index(by_name["oracle"])
+    assert text == leaderboard_card.splice_model_index(model_card.render(config, summary, table), index) != before
+    assert yaml.safe_load(text.split("---\n")[1])["model-index"] == index
     assert cli.main([*argv[:3], "nobody", "--results-dir", str(store_dir)]) == 2
 
 

@@ -18,6 +18,7 @@ from calbench import param_ranges as pr
 from calbench.backends.references import LookupLM, OracleLM
 from calbench.families import FAMILIES, InvalidParametersError, make_target, round_params, split_points
 from calbench.parse import classify
+from calbench.space import EVAL_MAX_BINS, HARD_MAX_BINS, canonical_space
 from calbench.training.data import family_balanced, fresh_targets
 
 TRAINING = [f for f in FAMILIES.values() if "train" in f.grids]
@@ -227,3 +228,65 @@ def test_fresh_training_data_is_reproducible_and_seeded():
     assert a == [t.key for t in fresh_targets(grid, order, 11, 1.0)]  # a resumed run sees the same prompts
     assert a != [t.key for t in fresh_targets(grid, order, 12, 1.0)]
     assert [t.family.name for t in fresh_targets(grid, order, 11, 1.0)] == [grid[p].family.name for p, _, _ in order]
+
+
+# ---- issue 49, case 1: every widening that trains builds every draw's canonical space ----------
+
+
+@pytest.mark.parametrize("decimals", [5, 2])
+def test_the_widening_limit_is_where_a_corner_first_loses_its_canonical_space(decimals):
+    """``max_widen`` is derived, not stated: at it, every valid corner of every training family's
+    widened box builds its whole canonical space for both methods' settings (the soft target's
+    and the evaluation's 1001 strings, the hard target's 16384); a hundredth past it, one does
+    not (a lognormal's 99.9% range passes 2^53 steps of the lattice at 5 decimals)."""
+    limit = pr.max_widen(decimals)
+    assert 2.0 < limit < 10.0  # the default widening of 2 trains; the old test's 10 never did
+    for family in TRAINING:
+        for widen in (limit, 2.0):
+            corners = pr.corners(family, widen)
+            assert corners, family.name
+            for target in corners:
+                for max_bins in (EVAL_MAX_BINS, HARD_MAX_BINS):
+                    space = canonical_space(target, decimals, max_bins)
+                    assert len(space) >= 1 and abs(space.masses.sum() - 1) < 1e-12, target.key
+    failing = []
+    for family in TRAINING:
+        for target in pr.corners(family, limit + 0.01):
+            try:
+                canonical_space(target, decimals)
+            except InvalidParametersError:
+                failing.append(target.key)
+    assert failing, "the limit is not the largest widening that builds"
+    assert pr.widen_problem(limit, decimals) is None
+    assert f"the largest widening that trains at {decimals} decimals is {limit:g}" in pr.widen_problem(
+        limit + 0.01, decimals
+    )
+
+
+def test_a_training_draw_without_a_canonical_space_is_drawn_again_from_the_same_generator():
+    """At 0 decimals a uniform narrower than 1 holds no whole number, whatever corner it lies
+    between: draws inside the limit with no canonical space are drawn again, the same ones for
+    the same seed (a resumed run sees the same prompts), and each one builds its space."""
+    widen = pr.max_widen(0)
+    uniform = FAMILIES["uniform"]
+    first = [pr.draw(uniform, np.random.default_rng(i), widen, decimals=0) for i in range(300)]
+    assert [t.key for t in first] == [
+        pr.draw(uniform, np.random.default_rng(i), widen, decimals=0).key for i in range(300)
+    ]
+    for t in first:
+        canonical_space(t, 0, 2)
+    # without the check, the same generators give some draws no space at 0 decimals
+    unchecked = [pr.draw(uniform, np.random.default_rng(i), widen) for i in range(300)]
+    lost = []
+    for t in unchecked:
+        try:
+            canonical_space(t, 0, 2)
+        except InvalidParametersError:
+            lost.append(t.key)
+    assert lost and not {t.key for t in first} & set(lost)
+
+
+@pytest.mark.parametrize("widen", [3.5, 4.0, 100.0, 1000.0, 1e308])
+def test_a_widening_past_the_limit_is_refused_by_draw(widen):
+    with pytest.raises(ValueError, match=r"the largest widening that trains at 5 decimals is 3\.1"):
+        pr.draw(FAMILIES["student_t"], np.random.default_rng(0), widen, decimals=5)

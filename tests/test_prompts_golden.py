@@ -59,6 +59,19 @@ GOLDEN = {
         1,
         "fb4d5c55795e77dadef58b8d73ca7702addb6692bd8ae84dea40858dc785c965",
     ),
+    # Diagnostics of transfer: the held-back validation families, and one law under two names.
+    "calbench_numeric_validation.yaml": (
+        "validation",
+        "selected",
+        1,
+        "26cdfeb2e2044dabaa7f81e2faf55ea4702d713a8274d31b8aaa5c5286d0c2e9",
+    ),
+    "calbench_numeric_names.yaml": (
+        "names",
+        "selected",
+        1,
+        "6b98cac3cc3b9fbba488806cfaa8a555b239c6a1a8def617c3a9a2d151a84774",
+    ),
     "calbench_numeric_unseen_full.yaml": (
         "unseen",
         "full",

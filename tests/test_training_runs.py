@@ -464,5 +464,86 @@ def test_a_full_fine_tune_trains_every_weight_and_resumes_from_its_last_step(tin
     assert "is the run's last step: nothing left to train" in capsys.readouterr().out
     after = load_file(str(tmp_path / "full" / "adapter" / "model.safetensors"))
     assert all(torch.equal(before[k], after[k]) for k in before)
-    with pytest.raises(ValueError, match="retain"):
-        TrainConfig(finetune="full", retain_weight=1.0).validate()
+    assert TrainConfig(finetune="full", retain_weight=1.0).validate().retain_weight == 1.0  # a frozen base copy
+
+
+# ---- issue 49: options typed and bounded by the config itself, before anything loads ----------
+
+
+@pytest.mark.parametrize("widen", ["3.5", "50", "100", "1000", "1e308"])
+def test_a_widening_no_run_can_finish_is_refused_before_anything_loads(widen, capsys, tmp_path):
+    """Case 1: past 3.1 (at 5 decimals) some draws have no canonical space and the run died mid-training
+    (``--widen 100`` at the first step, 1000 and 1e308 with an OverflowError after the model loaded)."""
+    argv = [
+        "--parameters",
+        "fresh",
+        "--widen",
+        widen,
+        "--model",
+        "no/such/model-folder",
+        "--output",
+        str(tmp_path / "r"),
+    ]
+    assert train_main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"calbench train: --widen {float(widen):g}: the ranges widened") and "Traceback" not in err
+    assert "the largest widening that trains at 5 decimals is 3.1" in err and err.count("\n") == 1
+    assert not (tmp_path / "r").exists()
+    # the limit is the decimals' (a finer lattice overflows sooner): 2 trains at 5 decimals, not at 12
+    assert TrainConfig(widen=2.0).problems() == []
+    assert "--widen 2: the ranges widened 2x" in "; ".join(TrainConfig(widen=2.0, decimals=12).problems())
+
+
+@pytest.mark.parametrize(
+    ("edit", "named"),
+    [
+        ({"target_modules": 5}, "target_modules 5: must be a list of module names"),
+        ({"widen": "two"}, "widen 'two': must be a number"),
+        ({"effective_batch": True}, "effective_batch True: must be a whole number"),
+    ],
+)
+def test_same_as_names_the_record_and_the_option_of_a_hand_edited_value(edit, named, capsys, tmp_path):
+    """Case 11: ``target_modules: 5`` was a TypeError traceback; ``widen: "two"`` said "could not
+    convert string to float" naming no file."""
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    config = {**TrainConfig(output=str(tmp_path / "run")).resolve().to_dict(), **edit}
+    (adapter / "calbench_train.json").write_text(json.dumps({"config": config}))
+    assert train_main(["--same-as", str(adapter)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert str(adapter / "calbench_train.json") in err and named in err, err
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"parameters": "grid", "widen": 1.0, "accumulation": "legacy", "use_cpu": True, "method": "soft"},
+        {"method": "hard", "parameters": "fresh", "widen": 2, "lr": 5e-5, "finetune": "full", "chat": False},
+        {"target_modules": ["q_proj", "v_proj"], "lora_alpha": 16, "max_bins": 64, "max_steps": 3, "chat": True},
+        {"effective_batch": 16, "batch_size": 4, "decimals": 3, "tau": 0.5, "seed": 0, "save_steps": 7},
+    ],
+)
+def test_a_recipes_options_are_checked_by_the_config_and_parse_back_to_it(options):
+    """The deliverable shared with issue 50: a recipe's ``train:`` becomes one ``TrainConfig``
+    (typed, validated) and its command line parses back to that very config."""
+    from calbench.leaderboard.recipe_fields import train_arguments
+    from calbench.train_record import as_trained
+    from calbench.training.cli import build_parser
+    from calbench.training.config import from_args, from_options
+
+    argv = train_arguments("some/model", options)
+    assert from_args(build_parser().parse_args(argv)) == from_options({**as_trained(options), "model": "some/model"})
+
+
+def test_a_batch_size_left_out_divides_the_effective_batch():
+    """A step is whole micro-batches: left out, the batch size is 8 or the largest number below it
+    that divides the effective batch (every valid config of before keeps 8); given, it must divide."""
+    assert [TrainConfig(effective_batch=e).resolve().batch_size for e in (32, 16, 8, 30, 12, 7, 2, 1)] == [
+        8, 8, 8, 6, 6, 7, 2, 1,
+    ]  # fmt: skip
+    assert TrainConfig(effective_batch=2).problems() == []
+    assert TrainConfig(effective_batch=30, batch_size=8).problems() == [
+        "--effective-batch 30 is not a multiple of --batch-size 8"
+    ]

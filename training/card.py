@@ -37,11 +37,30 @@ def data_text(config: TrainConfig) -> str:
     if config.parameters == "grid":
         return f"the 1,988 training prompts of 24 distribution families{subset}"
     ranges = "the paper's training ranges" if config.widen == 1 else f"the training ranges widened {config.widen:g}x"
+    if config.extra_families:
+        return (
+            f"fresh parameters for every example, drawn from {ranges} of the 24 training families and of"
+            f" {config.extra_families} training-only extra families (`calbench.extra_families`: laws that none of"
+            " the 30 families is, each draw at least 0.5 W1/IQR from every held-out prompt; the validation"
+            f" families held back), the grid's 1,988 examples per epoch{subset} shared in proportion to"
+            " the families' weights (a training family's its number of grid prompts, an extra family's their"
+            " mean), never within 2% of a range of an evaluation prompt"
+        )
     return (
         f"fresh parameters for every example, drawn from {ranges} of the 24 training families"
         f" (`calbench.param_ranges`; as many examples per family as the grid's 1,988 prompts{subset} give,"
         " never within 2% of a range of an evaluation prompt)"
     )
+
+
+def distribution_text(summary: dict[str, Any]) -> list[str]:
+    """The card's line of the run's training distribution (``calbench_train.json``'s ``distribution``:
+    examples per family over the run), for runs that recorded it."""
+    counts = summary.get("distribution")
+    if not counts:
+        return []
+    listed = ", ".join(f"{name} {n}" for name, n in counts.items())
+    return [f"- **Training distribution**: {len(counts)} families, examples over the run: {listed}."]
 
 
 def render(config: ResolvedTrainConfig, summary: dict[str, Any], evaluation: str | None = None) -> str:
@@ -111,6 +130,7 @@ def render(config: ResolvedTrainConfig, summary: dict[str, Any], evaluation: str
             else f"{config.epochs} epoch(s)"
         )
         + f", seed {config.seed}.",
+        *distribution_text(summary),
         (
             "- **Full fine-tune**: every weight trained, in float32."
             if full

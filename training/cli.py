@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from calbench.train_record import NOT_IDENTITY, as_trained
-from calbench.training.config import TrainConfig, add_arguments, from_args
+from calbench.training.config import TrainConfig, add_arguments, from_args, typed
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
@@ -38,9 +38,10 @@ def same_as(config: TrainConfig, adapter: Path) -> list[str]:
     unknown = sorted(set(recorded) - names)
     if unknown:
         raise ValueError(f"{path}: options this calbench train does not know: {', '.join(unknown)}")
-    if isinstance(recorded.get("target_modules"), list):
-        recorded["target_modules"] = tuple(recorded["target_modules"])
-    theirs = TrainConfig(**as_trained(recorded)).resolve().to_dict()
+    try:
+        theirs = typed(as_trained(recorded)).resolve().to_dict()
+    except ValueError as err:  # a hand-edited record: `target_modules: 5`, `widen: "two"`
+        raise ValueError(f"{path}: not a calbench adapter's training record ({err})") from None
     ours = config.resolve().to_dict()
     for side in (theirs, ours):  # LoRA targets are a set; chat left out means "if the tokenizer has a template"
         side["target_modules"] = sorted(side["target_modules"])

@@ -16,10 +16,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import types
+import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Self
 
+from calbench.extra_families import training_order
+from calbench.param_ranges import widen_problem
 from calbench.space import EVAL_MAX_BINS, HARD_MAX_BINS
 
 Method = Literal["soft", "hard"]  # a row of calbench.training.methods.METHODS
@@ -27,6 +32,8 @@ Parameters = Literal["grid", "fresh"]
 Finetune = Literal["lora", "full"]
 Accumulation = Literal["mean", "legacy"]
 MAX_DECIMALS = 12
+EXTRA_AVAILABLE = len(training_order())  # --extra-families' largest value
+BATCH_SIZE = 8  # examples per forward unless given (a divisor of the effective batch: default_batch_size)
 
 
 @dataclass(frozen=True)
@@ -79,6 +86,13 @@ class TrainConfig:
         "scale (1: the paper's ranges; 2 covers the unseen split's region; default: 2 for fresh parameters)",
         default=None,
     )
+    extra_families: int = _flag(
+        "fresh parameters only: also train on the first K of calbench.extra_families' training-only families "
+        "(laws that none of the 30 families is, each draw at least 0.5 W1/IQR from every held-out prompt; "
+        "the validation families are never among them). An epoch keeps the grid's 1,988 examples, each extra "
+        "family weighted as an average training family (calbench_train.json records the families and weights)",
+        default=0,
+    )
     trie_row_nodes: int = _flag(
         "soft-paths all: trie nodes per packed row (a sub-trie after its prompt, computed once; smaller rows "
         "make tree attention cheaper and repeat more shared ancestors)",
@@ -96,7 +110,11 @@ class TrainConfig:
         default=-1,
     )
     prompts: int | None = _flag("use only the first N training prompts, family-balanced (smoke runs)", default=None)
-    batch_size: int = _flag("examples per device per forward", default=8)
+    batch_size: int | None = _flag(
+        f"examples per device per forward (default: {BATCH_SIZE}, or the largest number below it that divides "
+        "--effective-batch)",
+        default=None,
+    )
     effective_batch: int = _flag("examples per optimizer step, over devices and accumulation", default=32)
     lr: float = _flag("AdamW learning rate", default=2e-4)
     weight_decay: float = _flag("AdamW weight decay", default=0.01)
@@ -161,16 +179,22 @@ class TrainConfig:
                     for name in ("max_bins", "epochs", "samples_per_prompt")
                 },
                 "widen": (2.0 if self.parameters == "fresh" else 1.0) if self.widen is None else float(self.widen),
+                "batch_size": default_batch_size(self.effective_batch) if self.batch_size is None else self.batch_size,
             }
         )
 
-    def problems(self) -> list[str]:
-        """Every option that would fail or silently waste a run, as ``--option: why``; [] if none."""
-        out: list[str] = []
+    def issues(self) -> list[tuple[str, str]]:
+        """(option, what is wrong with it) for every option of another type than its field's (a
+        recipe's ``true`` where a number belongs; then nothing else is checked), else for every
+        option whose value would fail or silently waste a run; [] if none."""
+        typed = [(name, f"{getattr(self, name)!r}: must be {want}") for name, want in _type_problems(self)]
+        if typed:
+            return typed
+        out: list[tuple[str, str]] = []
 
         def need(ok: bool, name: str, why: str) -> None:
             if not ok:
-                out.append(f"--{name.replace('_', '-')} {getattr(self, name)!r}: {why}")
+                out.append((name, f"{getattr(self, name)!r}: {why}"))
 
         def finite(x: float) -> bool:
             return isinstance(x, int | float) and math.isfinite(x)
@@ -180,19 +204,29 @@ class TrainConfig:
         need(self.parameters in ("grid", "fresh"), "parameters", "must be grid or fresh")
         need(self.finetune in ("lora", "full"), "finetune", "must be lora or full")
         need(self.accumulation in ("mean", "legacy"), "accumulation", "must be mean or legacy")
-        need(
-            not (self.finetune == "full" and self.retain_weight > 0),
-            "retain_weight",
-            "the retain loss compares with the base model through the LoRA adapter: not with --finetune full",
-        )
         need(self.widen is None or (finite(self.widen) and self.widen >= 1), "widen", "must be a number >= 1")
         need(
             self.widen in (None, 1) or self.parameters == "fresh",
             "widen",
             "widens fresh parameters' ranges: add --parameters fresh",
         )
+        need(
+            self.extra_families == 0 or self.parameters == "fresh",
+            "extra_families",
+            "extra families are drawn afresh for every example: add --parameters fresh",
+        )
+        need(
+            isinstance(self.extra_families, int) and 0 <= self.extra_families <= EXTRA_AVAILABLE,
+            "extra_families",
+            f"must lie in 0..{EXTRA_AVAILABLE} (the training-only families; the validation ones are held back)",
+        )
+        widen = 2.0 if self.widen is None else self.widen  # resolve's default for fresh parameters
+        if self.parameters == "fresh" and finite(widen) and widen >= 1 and 0 <= self.decimals <= MAX_DECIMALS:
+            why = widen_problem(float(widen), self.decimals)  # every draw must build its canonical space
+            if why is not None:
+                out.append(("widen", f"{widen:g}: {why}"))
+        need(self.batch_size is None or self.batch_size >= 1, "batch_size", "must be a positive integer")
         for name in (
-            "batch_size",
             "effective_batch",
             "lora_r",
             "save_steps",
@@ -226,9 +260,14 @@ class TrainConfig:
         need(bool(self.output) and not Path(self.output).is_file(), "output", "must be a folder, not a file")
         path_like = self.model.startswith(("/", "./", "../", "~")) or self.model.count("/") > 1
         need(not path_like or Path(self.model).expanduser().is_dir(), "model", "no such model folder")
-        if self.effective_batch >= 1 and self.batch_size >= 1 and self.effective_batch % self.batch_size:
-            out.append(f"--effective-batch {self.effective_batch} is not a multiple of --batch-size {self.batch_size}")
+        batch = self.batch_size  # left out: a divisor of the effective batch (default_batch_size)
+        if self.effective_batch >= 1 and batch is not None and batch >= 1 and self.effective_batch % batch:
+            out.append(("effective_batch", f"{self.effective_batch} is not a multiple of --batch-size {batch}"))
         return out
+
+    def problems(self) -> list[str]:
+        """Every option that would fail or silently waste a run, as ``--option value: why``; [] if none."""
+        return [f"--{name.replace('_', '-')} {why}" for name, why in self.issues()]
 
     def validate(self) -> Self:
         """The config itself, or a ``ValueError`` naming every bad option."""
@@ -251,9 +290,101 @@ class ResolvedTrainConfig(TrainConfig):
     epochs: int = field(kw_only=True)
     samples_per_prompt: int = field(kw_only=True)
     widen: float = field(kw_only=True)
+    batch_size: int = field(kw_only=True)
 
     def resolve(self) -> ResolvedTrainConfig:
         return self
+
+
+def default_batch_size(effective_batch: int) -> int:
+    """The examples per forward of a run that gives none: ``BATCH_SIZE``, or the largest number
+    below it that divides the effective batch (a step is whole micro-batches; an effective batch
+    of 32, 16 or 8 keeps 8, as before the default adapted; 2 takes 2 where 8 was refused)."""
+    if not (isinstance(effective_batch, int) and effective_batch >= 1):
+        return BATCH_SIZE  # refused by issues()
+    return max(d for d in range(1, BATCH_SIZE + 1) if effective_batch % d == 0)
+
+
+def _type_problems(config: TrainConfig) -> list[tuple[str, str]]:
+    """(option, the type it must have) for each option whose value is not of its field's type."""
+    hints = typing.get_type_hints(TrainConfig)
+    return [
+        (f.name, want) for f in dataclasses.fields(config) if (want := _want(getattr(config, f.name), hints[f.name]))
+    ]
+
+
+# What a value of each plain type must be: bool is an int to Python, not to a recipe (`effective_batch:
+# true`); a whole number is a number where a float is wanted.
+TYPES: dict[Any, tuple[str, Any]] = {
+    bool: ("true or false", lambda v: isinstance(v, bool)),
+    int: ("a whole number", lambda v: isinstance(v, int) and not isinstance(v, bool)),
+    float: ("a number", lambda v: isinstance(v, int | float) and not isinstance(v, bool)),
+    str: ("a string", lambda v: isinstance(v, str)),
+}
+
+
+def _want(value: Any, hint: Any) -> str | None:
+    """What ``value`` must be to have the type ``hint`` (None: it has it). A Literal's choices are
+    its value's check (``issues``), a string here."""
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):  # X | None: the method's default
+        inner = next(a for a in args if a is not type(None))
+        want = None if value is None else _want(value, inner)
+        return None if want is None else f"{want} (or left out for the default)"
+    if typing.get_origin(hint) is typing.Literal:
+        hint = str
+    if typing.get_origin(hint) is tuple:
+        ok = isinstance(value, tuple | list) and all(isinstance(v, str) and v and not v.startswith("-") for v in value)
+        return None if ok else "a list of module names"
+    what, check = TYPES[hint]
+    return None if check(value) else what
+
+
+def typed(options: Mapping[str, Any]) -> TrainConfig:
+    """The config of a mapping of options (a recipe's ``train:``, a run's recorded config), each
+    value of its option's type (a list where a tuple belongs is taken as one): a ``ValueError``
+    naming every unknown option and every value of another type (``effective_batch: true``,
+    ``widen: "two"``), as ``option value: must be ...``. Its values are not checked (``issues``)."""
+    names = {f.name for f in dataclasses.fields(TrainConfig)}
+    unknown = sorted(str(k) for k in options if k not in names)
+    if unknown:
+        raise ValueError(f"unknown option(s) {unknown} (see calbench train --help)")
+    values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
+    config = TrainConfig(**values)
+    wrong = _type_problems(config)
+    if wrong:
+        raise ValueError("; ".join(f"{name} {getattr(config, name)!r}: must be {want}" for name, want in wrong))
+    return config
+
+
+def from_options(options: Mapping[str, Any]) -> TrainConfig:
+    """``typed(options)``, validated by the config itself: a ``ValueError`` naming every bad
+    option (``issues``) as ``option value: why``."""
+    config = typed(options)
+    issues = config.issues()
+    if issues:
+        raise ValueError("; ".join(f"{name} {why}" for name, why in issues))
+    return config
+
+
+def recipe_arguments(model: str, options: Mapping[str, Any]) -> list[str]:
+    """``calbench train``'s command line for a recipe's options on ``model``, in the recipe's order,
+    once the config has typed and validated them (``from_options``: a ``ValueError`` otherwise).
+    The core reaches it through this add-on's ``calbench.training`` entry point (it never imports
+    the add-on); ``add_arguments`` parses it back to the same config (``tests/test_training.py``)."""
+    from_options({**options, "model": model})
+    out = ["--model", model]
+    for key, value in options.items():
+        flag = "--" + key.replace("_", "-")
+        if value is None:
+            continue
+        if isinstance(value, bool):  # a switch; chat's default is not False, so it can be switched off
+            out += [flag] if value else ["--no-chat"] if key == "chat" else []
+        elif isinstance(value, list | tuple):
+            out += [flag, *map(str, value)]
+        else:
+            out += [flag, str(value)]
+    return out
 
 
 CHOICES = {

@@ -7,8 +7,9 @@ its own seed, so a run is reproducible and a resumed run sees the same data.
 
 With fresh parameters (``parameters="fresh"``) the order is the same, but each example's
 prompt is a fresh draw of its grid prompt's family (``calbench.param_ranges.draw``, from the
-example's own seed, in the ranges widened by ``widen``): the same families and number of
-examples as the grid, every prompt new, and the same prompts on resume.
+example's own seed, in the ranges widened by ``widen``, drawn again where the run's decimals
+give its law no canonical space): the same families and number of examples as the grid, every
+prompt new, and the same prompts on resume.
 
 The collators turn examples into tensors, left-padded so that every answer ends at the
 last position and the model only computes logits for the trained window
@@ -26,16 +27,18 @@ last position and the model only computes logits for the trained window
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 
 from calbench.answer_tokens import answer_tokens, terminator
-from calbench.families import Target, split_points
+from calbench.extra_families import EXTRA_FAMILIES, EXTRA_WIDEN, training_order
+from calbench.families import ALL_FAMILIES, FAMILIES, Family, Target, split_points
 from calbench.param_ranges import draw
 from calbench.prompt import encode, prompt_text, render
 from calbench.space import canonical_space
@@ -50,7 +53,9 @@ class Example:
     seed: int
 
 
-def family_balanced(targets: Sequence[Target], repeats: int, epochs: int, seed: int) -> list[tuple[int, int, int]]:
+def family_balanced(
+    targets: Sequence[Target | Slot], repeats: int, epochs: int, seed: int
+) -> list[tuple[int, int, int]]:
     """(prompt, epoch, repeat) triples: per epoch, families take turns in a reshuffled order."""
     out: list[tuple[int, int, int]] = []
     for epoch in range(epochs):
@@ -67,13 +72,70 @@ def family_balanced(targets: Sequence[Target], repeats: int, epochs: int, seed: 
     return out
 
 
+class Slot(NamedTuple):
+    """An extra family's place in an epoch (``with_extra_families``): its family only, drawn afresh
+    for every example."""
+
+    family: Family
+
+
+def with_extra_families(grid: Sequence[Target], extra: int) -> list[Target | Slot]:
+    """An epoch's slots with ``extra`` extra families (``calbench.extra_families.training_order``'s
+    first): as many slots as ``grid`` has, shared by the families in proportion to their weights,
+    a training family's weight its number of grid prompts, an extra family's the training families'
+    mean (largest remainders; ties to the earlier family). A training family's slots are its first
+    grid prompts, an extra family's a ``Slot`` (fresh parameters replace both: only the family of a
+    slot counts)."""
+    if extra == 0:
+        return list(grid)
+    counts: dict[str, list[Target]] = {}
+    for t in grid:
+        counts.setdefault(t.family.name, []).append(t)
+    names = training_order()[:extra]
+    mean = len(grid) / len(counts)
+    weights = {**{f: float(len(ts)) for f, ts in counts.items()}, **dict.fromkeys(names, mean)}
+    total = sum(weights.values())
+    exact = {f: len(grid) * w / total for f, w in weights.items()}
+    slots = {f: math.floor(x) for f, x in exact.items()}
+    order = sorted(exact, key=lambda f: -(exact[f] - slots[f]))  # stable: ties keep the earlier family
+    for f in order[: len(grid) - sum(slots.values())]:
+        slots[f] += 1
+    out: list[Target | Slot] = [t for f, ts in counts.items() for t in ts[: slots[f]]]
+    for name in names:
+        out += [Slot(EXTRA_FAMILIES[name])] * slots[name]
+    return out
+
+
+def distribution(targets: Sequence[Target | Slot], order: Sequence[tuple[int, int, int]]) -> dict[str, int]:
+    """Examples per family over a run's order (the training distribution a run records), in
+    first-seen order of the table (the 30, then the extra families)."""
+    seen: dict[str, int] = {}
+    for p, _, _ in order:
+        name = targets[p].family.name
+        seen[name] = seen.get(name, 0) + 1
+    return {f: seen[f] for f in ALL_FAMILIES if f in seen}
+
+
 def fresh_targets(
-    grid: Sequence[Target], order: Sequence[tuple[int, int, int]], seed: int, widen: float
+    grid: Sequence[Target | Slot],
+    order: Sequence[tuple[int, int, int]],
+    seed: int,
+    widen: float,
+    decimals: int | None = None,
 ) -> list[Target]:
     """Example by example (``order``'s (grid prompt, epoch, repeat) triples), a fresh draw of the grid
-    prompt's family from a generator seeded by the run's seed and the triple."""
+    prompt's family from a generator seeded by the run's seed and the triple: a training family's
+    from its range widened by ``widen``, an extra family's from its box widened by ``EXTRA_WIDEN``
+    whatever ``widen`` (its box is no paper's range, and some of it lies within the held-out margin);
+    with ``decimals`` (the run's), each draw has a canonical space at them (``calbench.param_ranges.draw``)."""
     return [
-        draw(grid[p].family, np.random.default_rng(seed_for("parameters", seed, e, p, r)), widen) for p, e, r in order
+        draw(
+            grid[p].family,
+            np.random.default_rng(seed_for("parameters", seed, e, p, r)),
+            widen if grid[p].family.name in FAMILIES else EXTRA_WIDEN,
+            decimals=decimals,
+        )
+        for p, e, r in order
     ]
 
 
@@ -90,16 +152,19 @@ class TrainingSet(torch.utils.data.Dataset):
         prompts: int | None = None,
         parameters: str = "grid",
         widen: float = 1.0,
+        extra_families: int = 0,
+        decimals: int | None = None,
     ) -> None:
-        grid = split_points("train")
+        grid = with_extra_families(split_points("train"), extra_families)
         if prompts is not None:  # a family-balanced subset for smoke runs
             grid = [grid[i] for i, _, _ in family_balanced(grid, 1, 1, seed)[:prompts]]
         order = family_balanced(grid, repeats, epochs, seed)
+        self.distribution = distribution(grid, order)  # examples per family over the run
         if parameters == "fresh":  # one prompt per example, drawn from its grid prompt's family
-            targets = fresh_targets(grid, order, seed, widen)
+            targets = fresh_targets(grid, order, seed, widen, decimals)
             self.examples = [Example(i, seed_for("example", seed, e, p, r)) for i, (p, e, r) in enumerate(order)]
         else:
-            targets = grid
+            targets = [t for t in grid if isinstance(t, Target)]  # no slots: extra families are fresh only
             self.examples = [Example(p, seed_for("example", seed, e, p, r)) for p, e, r in order]
         self.targets = targets
         self.tokenizer = tokenizer

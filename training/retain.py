@@ -7,8 +7,10 @@ adapters stopped following the MCQ format). ``--retain-weight λ`` adds to each 
 
 the mean over the T trained positions of a batch of generic texts, over the full vocabulary:
 p_base is the same model with its adapter disabled (peft's ``disable_adapter``: no second copy
-of the weights, no gradient), p_tuned the adapter being trained. A zero-initialised LoRA
-adapter leaves the model unchanged, so the term starts at exactly 0.
+of the weights, no gradient), p_tuned the adapter being trained; a full fine-tune
+(``--finetune full``) keeps a frozen copy of the base model's weights for p_base instead. A
+zero-initialised LoRA adapter, or a full fine-tune before its first step, leaves the model
+unchanged, so the term starts at exactly 0.
 
 The texts (:func:`retain_prompts`): generic instructions from the offline retention suite's
 generators (arithmetic word problems and format-following instructions) drawn with a seed
@@ -48,19 +50,27 @@ def retain_prompts(seed: int = RETAIN_SEED, per_kind: int = 4) -> list[str]:
 
 
 def retain_kl(
-    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, trained: torch.Tensor, peft_model: Any = None
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    trained: torch.Tensor,
+    peft_model: Any = None,
+    base: Any = None,
 ) -> torch.Tensor:
     """Mean over the ``trained`` positions (bool, like ``input_ids``) of KL(p_base ‖ p_tuned).
 
     Position t's distribution is the next-token one after x_≤t. p_tuned comes from ``model``
-    (with gradient; under DDP the wrapped model), p_base from ``peft_model`` (default: ``model``)
-    with its adapter disabled."""
+    (with gradient; under DDP the wrapped model), p_base from ``base`` (a full fine-tune's frozen
+    copy of the base model) or else from ``peft_model`` (default: ``model``) with its adapter
+    disabled."""
     peft_model = model if peft_model is None else peft_model
-    with torch.no_grad(), peft_model.disable_adapter():
-        base = peft_model(input_ids=input_ids, attention_mask=attention_mask).logits
+    with torch.no_grad(), nullcontext() if base is not None else peft_model.disable_adapter():
+        base_logits = (base if base is not None else peft_model)(
+            input_ids=input_ids, attention_mask=attention_mask
+        ).logits
     tuned = model(input_ids=input_ids, attention_mask=attention_mask).logits
     rows = trained.reshape(-1)
-    log_p = torch.log_softmax(base.reshape(-1, base.shape[-1])[rows].float(), -1)
+    log_p = torch.log_softmax(base_logits.reshape(-1, base_logits.shape[-1])[rows].float(), -1)
     log_q = torch.log_softmax(tuned.reshape(-1, tuned.shape[-1])[rows].float(), -1)
     return (log_p.exp() * (log_p - log_q)).sum(-1).mean()
 

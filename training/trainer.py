@@ -9,6 +9,7 @@ Ours: the data (``training.data``), the collators and the losses (``training.los
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import json
 import os
@@ -61,6 +62,7 @@ class CalibrationTrainer(Trainer):
         method: Method,
         tau: float,
         retain: RetainSet | None = None,
+        retain_base: Any = None,
         retain_weight: float = 0.0,
         retain_batch: int = 4,
         accumulation: Accumulation = "mean",
@@ -76,6 +78,7 @@ class CalibrationTrainer(Trainer):
         self.method = method
         self.tau = tau
         self.retain, self.retain_weight, self.retain_batch = retain, retain_weight, retain_batch
+        self.retain_base = retain_base  # a full fine-tune's frozen base model (LoRA: the adapter disabled)
         self._retain_at = (-1, 0)  # (optimizer step, forwards within it): which retain batch is next
         self.tokens_seen = 0
         self.progress = RunProgress(self)  # the run's tokens and time so far, across segments
@@ -140,7 +143,14 @@ class CalibrationTrainer(Trainer):
         batch = {k: v.to(self.args.device) for k, v in self.retain.batch(index, self.retain_batch).items()}
         self.tokens_seen += int(batch["input_ids"].numel())
         inner = self.accelerator.unwrap_model(model)
-        return retain_kl(model, batch["input_ids"], batch["attention_mask"], batch["trained"], peft_model=inner)
+        return retain_kl(
+            model,
+            batch["input_ids"],
+            batch["attention_mask"],
+            batch["trained"],
+            peft_model=inner,
+            base=self.retain_base,
+        )
 
 
 class RunProgress(TrainerCallback):
@@ -221,10 +231,12 @@ def build(config: ResolvedTrainConfig) -> tuple[CalibrationTrainer, TrainingSet]
         name = model_catalogue.catalogue_name(config.model)
         if name is not None:  # name the base by the hub model it was quantized from, not this machine's folder
             model.peft_config["default"].base_model_name_or_path = model_catalogue.CATALOGUE[name].hub_id
-    retain = None
+    retain, frozen = None, None
     if config.retain_weight > 0:  # the base model's answers, before any step (the adapter starts at 0)
         retain = RetainSet(tokenizer, chat, config.seed)
         retain.prepare(model.to("cuda") if cuda else model)
+        if full:  # no adapter to disable: the base's distributions come from a frozen copy of its weights
+            frozen = copy.deepcopy(model).eval().requires_grad_(False)
     max_bins = config.max_bins
     data = TrainingSet(
         tokenizer,
@@ -235,6 +247,8 @@ def build(config: ResolvedTrainConfig) -> tuple[CalibrationTrainer, TrainingSet]
         config.prompts,
         config.parameters,
         config.widen,
+        config.extra_families,
+        config.decimals,
     )
     world = int(os.environ.get("WORLD_SIZE", "1"))
     per_step = config.batch_size * world
@@ -275,6 +289,7 @@ def build(config: ResolvedTrainConfig) -> tuple[CalibrationTrainer, TrainingSet]
         method=method,
         tau=config.tau,
         retain=retain,
+        retain_base=frozen,
         retain_weight=config.retain_weight,
         retain_batch=config.retain_batch,
         accumulation=config.accumulation,
@@ -406,6 +421,7 @@ def _install(trainer: CalibrationTrainer, data: TrainingSet, resolved: ResolvedT
         "wall_seconds": so_far["wall_seconds"],
         "segments": so_far["segments"],
         "versions": card.versions(),
+        "distribution": data.distribution,
     }
     (tmp / "calbench_train.json").write_text(json.dumps(summary, indent=2))
     (tmp / "README.md").write_text(card.render(resolved, summary))

@@ -1,6 +1,7 @@
 """calbench's lm-eval backends, and every model calbench loads: ``calbench-hf`` (``hf``: its
 sampler, tree attention and the answer enumeration search), the reference systems
-(``references``: an exact sampler and a collapsed one), and NoveltyBench's full scorer's hub
+(``references``: an exact sampler and a collapsed one), calbench's API backends (``api``:
+n samples per request), and NoveltyBench's full scorer's hub
 models (``noveltybench``).
 
 lm-eval has no plugin discovery for models: ``register()`` adds them to its registry
@@ -8,6 +9,12 @@ in-process, which ``calbench eval`` and ``calbench demo`` do before handing over
 """
 
 from __future__ import annotations
+
+# calbench's API backends (``api``): lm-eval's local ones, n samples per request, all concurrent
+API_MODELS = {
+    "calbench-chat-completions": "calbench.backends.api:ChatCompletions",
+    "calbench-completions": "calbench.backends.api:Completions",
+}
 
 
 def register() -> None:
@@ -24,3 +31,6 @@ def register() -> None:
             register_model(name)(cls)
     if "calbench-hf" not in MODEL_REGISTRY:
         MODEL_REGISTRY.register("calbench-hf", target="calbench.backends.hf:CalbenchHFLM")
+    for name, target in API_MODELS.items():
+        if name not in MODEL_REGISTRY:
+            MODEL_REGISTRY.register(name, target=target)

@@ -8,15 +8,66 @@ overall metrics (equal weight over families), each task reports ``<metric>/<fami
 from __future__ import annotations
 
 import json
+import logging
+from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
+from lm_eval.api.instance import Instance
 from lm_eval.api.task import ConfigurableTask
 
-from calbench.families import FAMILIES
+from calbench import api_support
+from calbench.families import ALL_FAMILIES
 from calbench.metrics import catalog
 from calbench.stats import Summary
+
+logger = logging.getLogger(__name__)
+DEFAULT_RUN_SEED = 1234  # lm-eval's default fewshot seed
+
+
+def _is_template_api(lm: Any) -> bool:
+    from lm_eval.models.api_models import TemplateAPI
+
+    return isinstance(lm, TemplateAPI)
+
+
+def api_backend(lm: Any) -> str | None:
+    """The lm-eval name of an API model's backend (its class's name for one calbench does not know)."""
+    if not _is_template_api(lm):
+        return None
+    from lm_eval.models.openai_completions import LocalChatCompletion, LocalCompletionsAPI, OpenAIChatCompletion
+
+    named = getattr(type(lm), "CALBENCH_NAME", None)
+    for cls, name in ((OpenAIChatCompletion, "openai-chat-completions"), (LocalChatCompletion, "local-chat-completions"),
+                      (LocalCompletionsAPI, "local-completions")):  # fmt: skip
+        if named is None and type(lm) is cls:
+            return name
+    return named or type(lm).__name__
+
+
+PROBE_SEED = 271828  # a seed no backend sends of its own accord
+
+
+def check_payload_seed(lm: Any, backend: str | None) -> None:
+    """Refuse a backend whose request keeps its own seed over the one a request's settings give
+    (the seed guard could not work): build its payload for one probe request, send nothing."""
+    from lm_eval.models.openai_completions import LocalChatCompletion
+
+    messages: Any = [{"role": "user", "content": "1"}] if isinstance(lm, LocalChatCompletion) else "1"
+    gen = {"until": [], "max_gen_toks": 1, "temperature": 1.0, "seed": PROBE_SEED}
+    try:
+        payload = lm._create_payload(messages, generate=True, gen_kwargs=gen, seed=getattr(lm, "_seed", 0), eos=None)
+    except (AssertionError, TypeError, KeyError, ValueError, AttributeError) as err:
+        raise api_support.ApiSetupError(
+            f"--model {backend}: calbench cannot tell whether its requests carry each sample's own seed ({err!r})"
+        ) from None
+    if not isinstance(payload, dict) or payload.get("seed") != PROBE_SEED:
+        sent = payload.get("seed") if isinstance(payload, dict) else None
+        raise api_support.ApiSetupError(
+            f"--model {backend}: its requests carry its own seed ({sent}) whatever a request asks, so the N "
+            "samples of a prompt would be one draw N times: use local-chat-completions or local-completions"
+        )
 
 
 def keep_all(resps: Sequence[Sequence[str]], docs: Sequence[dict[str, Any]]) -> Sequence[Sequence[str]]:
@@ -51,7 +102,7 @@ class CalbenchTask(ConfigurableTask):
     STDERR = True  # calbench fills lm-eval's stderr column
     SAMPLED = True  # False: one answer per item whatever num_samples (greedy tasks)
     GROUP = "family"  # the document column (and record key) the per-group metrics split on
-    GROUPS: tuple[str, ...] = tuple(FAMILIES)  # its values, in report order
+    GROUPS: tuple[str, ...] = tuple(ALL_FAMILIES)  # its values, in report order (the 30, then training-only laws)
 
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
         config = dict(config or {})
@@ -70,6 +121,58 @@ class CalbenchTask(ConfigurableTask):
         self._families = [f for f in self.GROUPS if f in present]
         self._summaries: dict[str, Summary] = {}  # this task's summaries, by their records' content
         self._aggregations: dict[str, Callable[[list[Any]], float]] | None = None
+        self._run_seed = DEFAULT_RUN_SEED
+        self._per_sample = False  # each sample its own request (an API backend): process_results joins them
+
+    def set_fewshot_seed(self, seed: int | None = None) -> None:
+        """lm-eval hands every task the run's seed (``--seed``'s fourth value, 1234 unless set):
+        on an API backend it is the seed each sample's own seed is derived from."""
+        super().set_fewshot_seed(seed)
+        self._run_seed = DEFAULT_RUN_SEED if seed is None else int(seed)
+
+    def build_all_requests(self, **kwargs: Any) -> None:
+        """lm-eval's requests; on an API backend, a sampling request's N repeats become N requests,
+        each with its own seed (``calbench.api_support``), or the run is refused in one line."""
+        super().build_all_requests(**kwargs)
+        lm = getattr(kwargs.get("chat_template"), "__self__", None)  # the model, where lm-eval hands it over
+        metadata = self.config.metadata or {}
+        backend = api_backend(lm) if lm is not None else metadata.get(api_support.METADATA_BACKEND)
+        api = lm is not None and _is_template_api(lm)
+        if not (api or (lm is None and api_support.is_api_run(backend, metadata))):
+            return
+        api_support.check_api_args(backend, metadata)
+        if lm is not None:
+            check_payload_seed(lm, backend)
+        self._instances = self._one_request_per_sample(list(self.instances), backend)
+
+    def _one_request_per_sample(self, instances: list[Instance], backend: str | None) -> list[Instance]:
+        out: list[Instance] = []
+        index: Counter[Any] = Counter()  # a document's samples so far
+        sampled: dict[str, Any] | None = None  # the task's sampling settings (one per task)
+        for inst in instances:
+            gen = inst.args[1] if inst.request_type == "generate_until" and len(inst.args) > 1 else None
+            if not isinstance(gen, dict) or gen.get("do_sample") is not True:
+                out.append(inst)  # greedy requests and scoring: one answer, nothing to draw apart
+                continue
+            if sampled is None:
+                sampled = gen
+            doc = str(inst.doc.get("id", inst.doc_id)) if isinstance(inst.doc, dict) else str(inst.doc_id)
+            for _ in range(int(inst.repeats or 1)):
+                k = index[inst.doc_id]
+                index[inst.doc_id] += 1
+                seed = api_support.sample_seed(self._run_seed, str(self.config.task), doc, k)
+                arguments = (inst.args[0], api_support.sent_settings(gen, backend, seed), *inst.args[2:])
+                out.append(
+                    Instance(inst.request_type, inst.doc, arguments, idx=k, metadata=(inst.task_name, inst.doc_id, 1))
+                )
+        if sampled is not None:
+            line = api_support.withheld_line(sampled, backend)
+            if line:
+                logger.warning("%s: %s", self.config.task, line)
+            record = api_support.plan(sampled, backend, self._run_seed, max(index.values()))
+            self.config.metadata = {**(self.config.metadata or {}), api_support.METADATA_PLAN: record}
+            self._per_sample = True
+        return out
 
     def fewshot_context(
         self,
@@ -123,6 +226,8 @@ class CalbenchTask(ConfigurableTask):
         return [k for k, _ in self._grouped_keys(optional)]
 
     def process_results(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
+        if self._per_sample:  # one request per sample: the prompt's N answers, as one request's N
+            results = [[r for group in results for r in (group if isinstance(group, list) else [group])]]
         record = self.record(doc, results)
         optional = [m for m in self.OPTIONAL if record.get(m) is not None]
         # Another group's keys get only the group (their aggregation leaves this record out):

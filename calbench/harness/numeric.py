@@ -22,8 +22,9 @@ from calbench.param_ranges import prompt_set
 from calbench.parse import classify
 from calbench.stats import UNDEFINED, Estimate, family_means
 
-# train, interp, wide: diagnostics of the training prompts, inside and beyond their ranges (calbench.param_ranges)
-SPLIT_CHOICES = ("unseen", "heldout", "all", "train", "interp", "wide")
+# train, interp, wide: diagnostics of the training prompts, inside and beyond their ranges (calbench.param_ranges);
+# validation: the held-back training-only families; names: one law under two names (calbench.name_pairs)
+SPLIT_CHOICES = ("unseen", "heldout", "all", "train", "interp", "wide", "validation", "names")
 POINT_CHOICES = ("selected", "full")
 
 
@@ -117,16 +118,20 @@ class ProtocolTask(SamplingTask):
         task, doc_id, repeats = kwargs.pop("metadata")
         kwargs.pop("apply_chat_template", None)
         kwargs.pop("chat_template", None)
-        if protocols.SEED_SLOT not in ctx:
+        # An API chat backend's context is its messages as JSON text (lm-eval's JsonChatStr): the slot is in there
+        text = ctx.prompt if hasattr(ctx, "prompt") and isinstance(ctx.prompt, str) else ctx
+        if not isinstance(text, str) or protocols.SEED_SLOT not in text:
             raise ValueError(f"{self.config.task}: the context has no seed slot {protocols.SEED_SLOT!r}")
+
+        def seeded(i: int) -> Any:
+            filled = text.replace(protocols.SEED_SLOT, protocols.seed_string(self.seed, doc["id"], i))
+            return filled if text is ctx else type(ctx)(filled)
+
         return [
             Instance(
                 request_type="generate_until",
                 doc=doc,
-                arguments=(
-                    ctx.replace(protocols.SEED_SLOT, protocols.seed_string(self.seed, doc["id"], i)),
-                    dict(self.config.generation_kwargs),
-                ),
+                arguments=(seeded(i), dict(self.config.generation_kwargs)),
                 idx=i,
                 metadata=(task, doc_id, 1),
                 **kwargs,

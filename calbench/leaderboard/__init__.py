@@ -15,14 +15,17 @@ The store:
 
 * ``record_types``: the run record's shape, as types;
 * ``checks``: which runs the store accepts, and what a stored record must look like;
-* ``store``: run records built from lm-eval's output, saved with their stored samples, loaded.
+* ``store``: run records built from lm-eval's output, saved with their stored samples, loaded;
+* ``rescoring``: a record's sampling aggregates scored again from its stored answers: compared
+  with what it stores, and rewritten after a metric's definition changes.
 
 Rendering, from records alone (``calbench leaderboard render``):
 
 * ``numbers``: the calibration score and a record's other numbers (pure), each record scored once;
 * ``render``: the leaderboard's tables (markdown and CSV) and the README's headline block;
 * ``plots``: the ranking chart, PIT histograms and per-family sample plots (matplotlib);
-* ``card``: the evaluation section of an adapter's model card;
+* ``card``: the evaluation section of an adapter's model card, and its ``model-index``;
+* ``export``: a record as an Every Eval Ever 0.3.0 file, and a card's ``model-index`` numbers;
 * ``protocol_page``: every system under every sampling protocol;
 * ``tradeoff``: calibration gained against retention lost, one point per adapter;
 * ``curve_page``: a learning curve's page and plot;

@@ -2,17 +2,21 @@
 
 ``calbench.training.card`` writes a card when it saves an adapter, with an empty
 ``## Evaluation`` section before the paragraph on the training configuration; ``update_card``
-fills that section with the adapter's record beside others (e.g. its base model's).
+fills that section with the adapter's record beside others (e.g. its base model's), and ends the
+card's front matter with a ``model-index`` of the adapter's numbers, which the Hub renders.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+import yaml
 from tabulate import tabulate
 
 from calbench.leaderboard.checks import RefusedRunError
+from calbench.leaderboard.export import model_index
 from calbench.leaderboard.numbers import Scored, scored
 from calbench.leaderboard.record_types import RunRecord
 from calbench.leaderboard.render import HEADLINE, split_score_columns, table_rows
@@ -55,10 +59,27 @@ def update_card(adapter: Path, names: Sequence[str], results_dir: Path) -> Path:
     return write_card(adapter, named_records(results_dir, names))
 
 
+MODEL_INDEX = "model-index:"
+
+
+def splice_model_index(card: str, index: list[dict[str, Any]]) -> str:
+    """A model card whose YAML front matter ends with ``index`` as its ``model-index`` (replacing
+    the one calbench wrote before: it is always the front matter's last key)."""
+    if not card.startswith("---\n") or "\n---\n" not in card[4:]:
+        raise RefusedRunError("the model card has no YAML front matter (--- ... ---) for its model-index")
+    front, rest = card[4:].split("\n---\n", 1)
+    front = front.split(f"\n{MODEL_INDEX}", 1)[0] if not front.startswith(MODEL_INDEX) else ""
+    block = yaml.safe_dump({"model-index": index}, sort_keys=False, allow_unicode=True, width=1000).rstrip("\n")
+    return f"---\n{front}\n{block}\n---\n{rest}"
+
+
 def write_card(adapter: Path, records: Sequence[RunRecord | Scored]) -> Path:
-    """Write ``records`` (the adapter's, then e.g. its base's) into the adapter's card."""
+    """Write ``records`` (the adapter's, then e.g. its base's) into the adapter's card, and the
+    adapter's headline numbers as its front matter's ``model-index`` (``export.model_index``)."""
     card = Path(adapter) / "README.md"
     if not card.is_file():
         raise RefusedRunError(f"{adapter} has no model card (README.md): is it an adapter calbench trained?")
-    atomic_write(card, splice_card(card.read_text(), card_evaluation(records)))
+    ready = scored(records)
+    text = splice_card(card.read_text(), card_evaluation(ready))
+    atomic_write(card, splice_model_index(text, model_index(ready[0])))
     return card

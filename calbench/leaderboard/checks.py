@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from calbench.families import FAMILIES
+from calbench.families import ALL_FAMILIES, FAMILIES
 from calbench.leaderboard.numbers import EXACT_TASKS, LIKELIHOOD_TASKS, NUMERIC_SPLITS, SAMPLING_TASKS
 from calbench.leaderboard.record_types import TaskEntry
 from calbench.lm_eval_io import args_dict, model_args
@@ -197,6 +197,12 @@ def validate_record(record: Any, source: str = "record") -> None:
         recipe = record.get("recipe")
         if recipe is not None and not (isinstance(recipe, dict) and isinstance(record.get("recipe_sha256"), str)):
             raise _problem("recipe", "must be an object, with its recipe_sha256")
+        rescored = record.get("rescored", {})
+        if not (isinstance(rescored, dict) and all(isinstance(v, str | type(None)) for v in rescored.values())):
+            raise _problem("rescored", "must be an object of metric: commit")
+        owner = record.get("recipe_file")
+        if owner is not None and not (isinstance(owner, str) and owner.endswith((".yaml", ".yml"))):
+            raise _problem("recipe_file", f"must be the path of a recipe file, got {owner!r}")
         model = record.get("model", {})
         if not isinstance(model, dict) or any(v is not None and not isinstance(v, str) for v in model.values()):
             raise _problem("model", "must be an object of strings (or null)")
@@ -242,7 +248,7 @@ def _validate_task(field: str, task: str, entry: Any) -> None:
                 missing, extra = sorted(expected - set(families)), sorted(set(families) - expected)
                 raise _problem(f"{field}.families", f"missing {missing}, unexpected {extra}")
     for family, metrics in families.items():
-        if family not in FAMILIES or not isinstance(metrics, dict):
+        if family not in ALL_FAMILIES or not isinstance(metrics, dict):
             raise _problem(f"{field}.families.{family}", "not a calbench family with an object of metrics")
         for metric, pair in metrics.items():
             _check_pair(f"{field}.families.{family}.{metric}", pair, ours)
@@ -272,7 +278,7 @@ def validate_stored(source: str, kind: str, values: list[Any], entry: TaskEntry,
             raise RefusedRunError(f"{where}: must be an object")
         if kind == "samples":
             family, target, count, answers = (value.get(k) for k in ("family", "target", "n", "values"))
-            if family not in FAMILIES or not (isinstance(target, str) and target.startswith(f"{family}(")):
+            if family not in ALL_FAMILIES or not (isinstance(target, str) and target.startswith(f"{family}(")):
                 raise RefusedRunError(f"{where}: family {family!r} and target {target!r} are not a calbench law")
             if not _whole(count) or count is None:
                 raise RefusedRunError(f"{where}.n: must be a whole number, got {count!r}")

@@ -19,14 +19,17 @@ from pathlib import Path
 import numpy as np
 from tabulate import tabulate
 
+from calbench.families import FAMILIES
 from calbench.leaderboard import store
 from calbench.leaderboard.curves import CurveRun, Curves
-from calbench.leaderboard.numbers import QUICK, SPLIT_TASKS, Scored, scored
+from calbench.leaderboard.numbers import DIAGNOSTIC_TASKS, NAMES, QUICK, SPLIT_TASKS, Scored, scored
 from calbench.leaderboard.recipe_fields import Evaluation
 from calbench.leaderboard.record_types import CurvePart, RunRecord
-from calbench.leaderboard.render import BOARD_START, SPLIT_LABELS, board_page
+from calbench.leaderboard.render import BOARD_START, DIAGNOSTIC_LABELS, SPLIT_LABELS, board_page
+from calbench.metrics.calibration import prompt_score
 from calbench.metrics.prompt_scores import prompt_rows, sample_quality
 from calbench.metrics.tails import outer_summary
+from calbench.name_pairs import NO_IDENTITY, pairs
 from calbench.provenance import atomic_write
 from calbench.stats import UNDEFINED, Z95, Estimate, fmt
 from calbench.train_record import as_trained
@@ -54,8 +57,9 @@ def point_numbers(record: RunRecord) -> dict[str, Estimate]:
         out.update(sample_quality(rows))
         _, tails = outer_summary(rows)  # does training shrink the PIT's tails? (calbench.metrics.tails)
         out["outer"], out["far"] = tails["outer"], tails["far"]
-    for split, label in SPLIT_LABELS.items():  # a protocol of the prompt sets (generalization.yaml)
-        if SPLIT_TASKS[split] in record["tasks"] and QUICK not in record["tasks"]:
+    tasks = {**SPLIT_TASKS, **DIAGNOSTIC_TASKS}
+    for split, label in {**SPLIT_LABELS, **DIAGNOSTIC_LABELS}.items():  # a protocol of the prompt sets
+        if tasks[split] in record["tasks"] and QUICK not in record["tasks"]:
             for key, value in (
                 (f"{label} score", numbers.split_score(split)),
                 (f"{label} rho", numbers.split_following(split)),
@@ -198,6 +202,7 @@ def draw(curves: Curves, points: Mapping[str, Sequence[RunRecord | Point]], path
         ("calibration_score", "calibration score (quick, 42 prompts)"),
         ("arithmetic exact_flexible", "arithmetic exact_flexible"),
         *((f"{label} score", f"calibration score: {label}") for label in SPLIT_LABELS.values()),
+        *((f"{label} score", f"calibration score: {label}") for label in DIAGNOSTIC_LABELS.values()),
     ]
     pts = as_points(points)
     present = {k for run in pts.values() for point in run for k in point.numbers}
@@ -238,7 +243,8 @@ def ends(
     evaluations = (*curves.protocol, *curves.final)
     if not any(SPLIT_TASKS[s] in e.tasks for e in evaluations for s in ("train", "interp", "wide")):
         return ""
-    keys = [f"{label} {what}" for label in SPLIT_LABELS.values() for what in ("score", "rho")]
+    labels = {**SPLIT_LABELS, **_diagnostics(evaluations)}
+    keys = [f"{label} {what}" for label in labels.values() for what in ("score", "rho")]
     lines = []
     pts = as_points(points)
     for run in curves.runs:
@@ -248,13 +254,127 @@ def ends(
             lines.append([run.label, step, *(fmt(last.numbers.get(k, UNDEFINED)) for k in keys)])
     for reference in scored(references):
         cells = []
-        for split in SPLIT_LABELS:
+        for split in labels:
             for value in (reference.split_score(split), reference.split_following(split)):
                 cells.append(value if isinstance(value, str) else fmt(value))
         lines.append([f"{reference.name} (reference)", "n/a", *cells])
     headers = ["run", "last point", *keys]
     return "## At the end of training, beside the references\n\n" + tabulate(
         lines, headers=headers, tablefmt="github", disable_numparse=True
+    )
+
+
+def _diagnostics(evaluations: Sequence[Evaluation]) -> dict[str, str]:
+    """The transfer diagnostics (``DIAGNOSTIC_LABELS``) a recipe's evaluations run."""
+    return {
+        s: label for s, label in DIAGNOSTIC_LABELS.items() if any(DIAGNOSTIC_TASKS[s] in e.tasks for e in evaluations)
+    }
+
+
+def chosen(curves: Curves, points: Mapping[str, Sequence[RunRecord | Point]]) -> str:
+    """Each run's checkpoint chosen on the validation families (the highest validation score of its
+    points; ties to the earlier), beside its last point: the held-out families' score at both, which
+    the choice never looks at. "" for a recipe that scores no validation families."""
+    key = f"{DIAGNOSTIC_LABELS['validation']} score"
+    held = f"{SPLIT_LABELS['heldout']} score"
+    lines = []
+    for run in curves.runs:
+        scored_points = [p for p in as_points(points).get(run.name, []) if key in p.numbers]
+        if not scored_points:
+            continue
+        best = max(scored_points, key=lambda p: (p.numbers[key].value, -p.curve["step"]))
+        last = scored_points[-1]
+        lines.append(
+            [
+                run.label,
+                str(best.curve["step"]),
+                fmt(best.numbers[key]),
+                fmt(best.numbers.get(held, UNDEFINED)),
+                str(last.curve["step"]),
+                fmt(last.numbers[key]),
+                fmt(last.numbers.get(held, UNDEFINED)),
+            ]
+        )
+    if not lines:
+        return ""
+    headers = ["run", "chosen step", "its validation score", "its held-out score"]
+    headers += ["last step", "its validation score", "its held-out score"]
+    return (
+        "## The checkpoint chosen on the validation families\n\n"
+        "Each run's point with the highest score on the validation families (extra families no run trains"
+        " on, `calbench_numeric_validation`), and its last point: the held-out families are never looked at"
+        " to choose (`calbench leaderboard choose` copies the chosen checkpoint out of a run folder).\n\n"
+        + tabulate(lines, headers=headers, tablefmt="github", disable_numparse=True)
+    )
+
+
+def names(
+    curves: Curves, points: Mapping[str, Sequence[RunRecord | Point]], references: Sequence[RunRecord | Scored] = ()
+) -> str:
+    """The name-versus-law pairs side by side (``calbench.name_pairs``): each pair's held-out-named
+    and training-named prompt scores, for each run's last point and each reference. "" where no
+    record has the pairs, or where the recipe does not score them."""
+    if not any(NAMES in e.tasks for e in (*curves.protocol, *curves.final)):
+        return ""
+    systems = [(run.label, p[-1].record) for run in curves.runs if (p := as_points(points).get(run.name))]
+    systems += [(f"{r.name} (reference)", r.record) for r in scored(references)]
+    systems = [
+        (label, record) for label, record in systems if NAMES in record["tasks"] and "samples" in record["tasks"][NAMES]
+    ]
+    if not systems:
+        return ""
+    headers = ["system"] + [f"{b.key} / {a.key}" for a, b in pairs()]
+    lines = []
+    for label, record in systems:
+        by_key = {s["target"]: s for s in record["tasks"][NAMES]["samples"]}
+        cells = []
+        for a, b in pairs():
+            both = [by_key.get(t.key) for t in (b, a)]
+            cells.append(
+                " / ".join(
+                    "n/a"
+                    if s is None
+                    else f"{100 * prompt_score(np.asarray(s['values'], dtype=float), int(s['n']), t).value:.0f}"
+                    for s, t in zip(both, (b, a), strict=True)
+                )
+            )
+        lines.append([label, *cells])
+    return (
+        "## Name versus law\n\n"
+        "One law asked for under a training family's name and under a held-out family's name"
+        " (`calbench_numeric_names`, `calbench.name_pairs`): each cell is the two prompts' scores"
+        " (training name / held-out name, 0-100, the calibration score's per-prompt s), each system at"
+        " its last point. A system that samples the training-named prompt far better than the"
+        " held-out-named one has the sampling, not the name. Held-out families without an exact"
+        " identity to a training family: "
+        + "; ".join(f"{f} ({why})" for f, why in NO_IDENTITY.items())
+        + ".\n\n"
+        + tabulate(lines, headers=headers, tablefmt="github", disable_numparse=True)
+    )
+
+
+def distributions(curves: Curves, points: Mapping[str, Sequence[RunRecord | Point]]) -> str:
+    """Each run's training distribution, as its points record it (``calbench_train.json``'s
+    ``distribution``: examples per family over the run); "" where no point records one."""
+    lines = []
+    for run in curves.runs:
+        pts = as_points(points).get(run.name, [])
+        counts = next((p.curve.get("distribution") for p in reversed(pts) if p.curve.get("distribution")), None)
+        if not counts:
+            continue
+        paper = {f: n for f, n in counts.items() if f in FAMILIES}
+        extra = {f: n for f, n in counts.items() if f not in FAMILIES}
+        listed = ", ".join(f"{f} {n}" for f, n in extra.items()) or "none"
+        lines.append(
+            f"- **{run.label}** (`{run.name}`): {len(counts)} families, {sum(counts.values()):,} examples;"
+            f" the 24 training families {sum(paper.values()):,} ({min(paper.values())}-{max(paper.values())} each),"
+            f" {len(extra)} extra families {sum(extra.values()):,}: {listed}."
+        )
+    if not lines:
+        return ""
+    return (
+        "## Training distributions\n\nExamples per family over each run, as its `calbench_train.json` records them.\n\n"
+        + "\n".join(lines)
     )
 
 
@@ -315,7 +435,16 @@ def write(
         )
         + f"\n\n![learning curves]({plot})\n\n"
         + "\n\n".join(
-            part for part in (ends(curves, points, references), spread(curves, points), table(curves, points)) if part
+            part
+            for part in (
+                ends(curves, points, references),
+                chosen(curves, points),
+                names(curves, points, references),
+                distributions(curves, points),
+                spread(curves, points),
+                table(curves, points),
+            )
+            if part
         )
         + "\n"
     )

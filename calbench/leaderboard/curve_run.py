@@ -12,6 +12,7 @@ N``, every N-th checkpoint and the last one): each point is a row of its own
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,11 +21,13 @@ from typing import Any
 from calbench.leaderboard import store
 from calbench.leaderboard.checks import RefusedRunError
 from calbench.leaderboard.curves import CurveRun, Curves
-from calbench.leaderboard.numbers import EXACT_TASKS, LIKELIHOOD_TASKS, SAMPLING_TASKS
+from calbench.leaderboard.numbers import EXACT_TASKS, LIKELIHOOD_TASKS, SAMPLING_TASKS, split_score
 from calbench.leaderboard.recipe_fields import train_arguments
 from calbench.leaderboard.recipes import Recipe
 from calbench.leaderboard.record_types import RunRecord
 from calbench.leaderboard.rows import WORKDIR, not_trained_as, run_calbench, run_row, say, training_failed
+from calbench.provenance import write_json
+from calbench.stats import Estimate
 from calbench.train_record import logged_loss
 
 
@@ -95,6 +98,9 @@ def run_curves(
         if only_runs and run.name not in only_runs:
             continue
         train_folder = workdir / run.name / "train"
+        if run.interpolate is not None:
+            written += _interpolated(curves, run, workdir)
+            continue
         done = (train_folder / "adapter" / "calbench_train.json").is_file()
         if not train and not done and not checkpoints(train_folder):
             say(f"{run.name}: no complete checkpoint in {train_folder} yet: nothing scored")
@@ -119,7 +125,7 @@ def run_curves(
             if step == 0:
                 _share_base(curves, run)
             path = run_row(recipe, workdir / run.name / "points")
-            record = portable(light(store.load_record(path)), workdir)
+            record = portable(light(store.load_record(path)), workdir, run.name)
             marker = json.loads((adapter / "calbench_checkpoint.json").read_text()) if adapter else {}
             cost = summary or {"steps": step, **marker}  # the run's averages, or so far
             examples = step * int(run.train["effective_batch"])
@@ -135,9 +141,57 @@ def run_curves(
                 "tokens_rank0": marker.get("tokens_seen_rank0", 0),
                 "seconds_per_step": round(cost.get("wall_seconds", 0.0) / max(cost["steps"], 1), 2),
                 "tokens_per_step": round(cost.get("tokens_seen_rank0", 0) / max(cost["steps"], 1), 1),
+                **({"distribution": summary["distribution"]} if summary and summary.get("distribution") else {}),
             }
             written.append(store.save_record(record, curves.folder(run.name)))
     return written
+
+
+def _interpolated(curves: Curves, run: CurveRun, workdir: Path) -> list[Path]:
+    """A WiSE-FT run (``CurveRun.interpolate``): its source run's final weights interpolated toward the
+    base model (``calbench interpolate``, once), scored as one point at the source's last step with the
+    recipe's final protocol."""
+    assert run.interpolate is not None
+    source, alpha = run.interpolate
+    tuned = workdir / source / "train" / "adapter"
+    if not (tuned / "calbench_train.json").is_file():
+        say(f"{run.name}: {source} has not finished training: nothing interpolated yet")
+        return []
+    model = workdir / run.name / "train" / "adapter"
+    if not (model / "calbench_interpolated.json").is_file():
+        args = [
+            "interpolate",
+            "--base",
+            run.model,
+            "--tuned",
+            str(tuned),
+            "--alpha",
+            str(alpha),
+            "--output",
+            str(model),
+        ]
+        say(f"{run.name}: calbench {' '.join(args)}")
+        if run_calbench(args).returncode != 0:
+            raise RefusedRunError(f"{run.name}: calbench interpolate failed (its output is above)")
+    summary = json.loads((model / "calbench_train.json").read_text())
+    step = int(summary["steps"])
+    path = run_row(point_row(curves, run, step, model, last=True), workdir / run.name / "points")
+    record = portable(light(store.load_record(path)), workdir)
+    record["curve"] = {
+        "train_loss": logged_loss(summary["loss_history"], step),
+        "run": run.name,
+        "label": run.label,
+        "step": step,
+        "examples": int(summary["examples"]),
+        "train": dict(run.train),
+        "interpolate": {"run": source, "alpha": alpha},
+        "wall_seconds": float(summary.get("wall_seconds", 0.0)),
+        "tokens_rank0": int(summary.get("tokens_seen_rank0", 0)),
+        "seconds_per_step": round(float(summary.get("wall_seconds", 0.0)) / max(step, 1), 2),
+        "tokens_per_step": round(float(summary.get("tokens_seen_rank0", 0)) / max(step, 1), 1),
+        **({"distribution": summary["distribution"]} if summary.get("distribution") else {}),
+    }
+    return [store.save_record(record, curves.folder(run.name))]
 
 
 def check_trained_as(run: CurveRun, adapter: Path) -> None:
@@ -176,14 +230,25 @@ def light(record: RunRecord) -> RunRecord:
     return record
 
 
-def portable(record: RunRecord, workdir: Path) -> RunRecord:
-    """A point's checkpoint lies in the machine's ``workdir`` (``--workdir``, often outside the
-    tree): the record names it ``<workdir>/...``, in its adapter, its recipe and its commands."""
+PATH_OPTIONS = ("--output_path", "--output")  # options whose value is a folder: the work folder itself may stand there
 
-    given = str(Path(workdir).expanduser())
-    # The folder's path where it stands as a path: at the start of a word (or after '='), followed
-    # by '/' or the word's end; "c" in "calbench" is not the work folder "c".
-    where = re.compile(r"(?:(?<=^)|(?<=[\s=,'\"]))" + re.escape(given) + r"(?=/|$|[\s,'\"])")
+
+def portable(record: RunRecord, workdir: Path, run: str | None = None) -> RunRecord:
+    """A point's checkpoint lies in the machine's ``workdir`` (``--workdir``, often outside the
+    tree): the record names it ``<workdir>/...``, in its adapter, its recipe and its commands.
+
+    Only paths are replaced: a path under the run's own folder ``<workdir>/<run>/`` (any run's
+    when ``run`` is not given) where a path stands (a word's start, or after ``=`` or ``,``), and
+    the work folder itself as the value of ``--output_path`` or ``--output``. A command word or a
+    task named like the folder (``--workdir calbench``, ``eval``) stays, and so does a model
+    that merely lies inside an absolute work folder (``pretrained=`` of ``/data/models/m`` with
+    ``--workdir /data``)."""
+
+    given = re.escape(str(Path(workdir).expanduser()))
+    starts = r"(?:(?<=^)|(?<=[\s=,'\"]))"
+    under = rf"(?=/{re.escape(run)}/)" if run is not None else r"(?=/)"
+    option = "|".join(rf"(?<={re.escape(o)}[ =])" for o in PATH_OPTIONS)
+    where = re.compile(rf"{starts}{given}{under}|(?:{option}){given}(?=$|[\s'\"])")
 
     def short(text: str) -> str:
         return where.sub("<workdir>", text)
@@ -216,3 +281,68 @@ def _share_base(curves: Curves, run: CurveRun) -> None:
             record.pop("curve", None)
             store.save_record(record, curves.folder(run.name))
             return
+
+
+CHOICE = "calbench_choice.json"  # what ``choose`` wrote beside the checkpoint it copied
+COPIED_FILES = (  # a checkpoint's model or adapter, its tokenizer and marker: not its optimizer's state
+    *("model.safetensors", "adapter_model.safetensors", "adapter_config.json", "config.json"),
+    *("generation_config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja"),
+    *("special_tokens_map.json", "calbench_checkpoint.json"),
+)
+
+
+def split_scores(records: Sequence[RunRecord], split: str) -> dict[int, Estimate]:
+    """step -> the calibration score on ``split`` of each curve point that has one."""
+    scores = {}
+    for record in records:
+        value = split_score(record, split)
+        if not isinstance(value, str) and math.isfinite(value.value):
+            scores[int(record["curve"]["step"])] = value
+    return scores
+
+
+def choose(curves: Curves, run_name: str, workdir: Path = WORKDIR, split: str = "validation") -> Path:
+    """Copy a run's checkpoint with the best score on ``split`` (the validation families unless said;
+    its stored points' scores, ties to the earlier step) out of its run folder into
+    ``<workdir>/<run>/chosen``, with ``calbench_choice.json`` saying which and why: the weights
+    to publish when the last step is not the best one, chosen without looking at the held-out
+    families. ``RefusedRunError`` if the run has no scored point on ``split`` or no such checkpoint."""
+    import shutil
+
+    run = next((r for r in curves.runs if r.name == run_name), None)
+    if run is None:
+        raise RefusedRunError(
+            f"{curves.path}: no run named {run_name!r} (runs: {', '.join(r.name for r in curves.runs)})"
+        )
+    folder = curves.folder(run.name)
+    records = [store.load_record(path) for path in sorted(folder.glob("step-*.json"))] if folder.is_dir() else []
+    scores = split_scores(records, split)
+    if not scores:
+        raise RefusedRunError(f"{run.name}: no stored point scored on {split} in {folder}: run its curve first")
+    best = max(scores, key=lambda step: (scores[step].value, -step))
+    found = dict(checkpoints(workdir / run.name / "train"))
+    source = found.get(best)
+    if source is None and (workdir / run.name / "train" / "adapter" / "calbench_train.json").is_file():
+        summary = json.loads((workdir / run.name / "train" / "adapter" / "calbench_train.json").read_text())
+        source = workdir / run.name / "train" / "adapter" if int(summary["steps"]) == best else None
+    if source is None:
+        raise RefusedRunError(
+            f"{run.name}: step {best} scores best on {split}, but its checkpoint is gone from {workdir}"
+        )
+    out = workdir / run.name / "chosen"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    for name in COPIED_FILES:
+        if (source / name).is_file():
+            shutil.copy2(source / name, out / name)
+    write_json(
+        out / CHOICE,
+        {
+            "run": run.name,
+            "criterion": f"the highest calibration score on {split} (calbench.leaderboard.numbers.split_score)",
+            "step": best,
+            "scores": {str(step): [round(e.value, 4), round(e.se, 4)] for step, e in sorted(scores.items())},
+        },
+    )
+    say(f"{run.name}: step {best} chosen on {split} ({scores[best].value:.4g}); copied to {out}")
+    return out

@@ -40,6 +40,7 @@ class CurveRun:
     train: Mapping[str, Any]
     group: str | None = None  # runs of one recipe that differ only by seed: their spread is shown
     score_every: int | None = None  # this run's own checkpoint spacing (default: the recipe's)
+    interpolate: tuple[str, float] | None = None  # WiSE-FT: (an earlier full fine-tuning run, alpha), not trained
 
 
 @dataclass(frozen=True)
@@ -80,16 +81,24 @@ def load(path: Path) -> Curves:
     chat = data.get("chat_template", False)
     runs = data.get("runs") or {}
     need(isinstance(runs, Mapping) and bool(runs), path, "runs", "name at least one training run")
-    out = []
+    out: list[CurveRun] = []
     seen: set[str] = set()
     for name, spec in runs.items():
         folder_name(path, f"runs.{name}", name, seen)
-        need(isinstance(spec, Mapping) and isinstance(spec.get("train"), Mapping), path, f"runs.{name}", "needs train:")
+        need(isinstance(spec, Mapping), path, f"runs.{name}", "must be a mapping")
+        interpolate = _interpolation(path, name, spec, out)
+        if interpolate is not None:  # its weights come from its source run: the source's options, and no train:
+            source = next(r for r in out if r.name == interpolate[0])
+            label = str(spec.get("label", name))
+            out.append(CurveRun(str(name), label, source.model, source.train, spec.get("group"), None, interpolate))
+            continue
+        need(isinstance(spec.get("train"), Mapping), path, f"runs.{name}", "needs train:")
         model = spec.get("model", data.get("model"))
         need(isinstance(model, str), path, f"runs.{name}.model", "name the base model (here or at the top)")
         check_model_path(path, f"runs.{name}.model", model)
         train = merge(train_defaults, spec["train"])
-        check_train_options(path, f"runs.{name}.train", train, allowed=("save_steps", "logging_steps"))
+        need("model" not in train, path, f"runs.{name}.train.model", "the base model is the run's model:")
+        check_train_options(path, f"runs.{name}.train", train, model, allowed=("save_steps", "logging_steps"))
         need("effective_batch" in train, path, f"runs.{name}.train", "state effective_batch (examples per step)")
         group = spec.get("group")
         need(group is None or isinstance(group, str), path, f"runs.{name}.group", "must be a name")
@@ -124,6 +133,24 @@ def load(path: Path) -> Curves:
         score_base,
         final,
     )
+
+
+def _interpolation(path: Path, name: str, spec: Mapping[str, Any], earlier: list[CurveRun]) -> tuple[str, float] | None:
+    """A run's ``interpolate: {run: SOURCE, alpha: A}`` (WiSE-FT of an earlier full fine-tuning run of
+    the recipe: ``calbench interpolate``), checked; None for a run that trains."""
+    raw = spec.get("interpolate")
+    if raw is None:
+        return None
+    where = f"runs.{name}.interpolate"
+    need(isinstance(raw, Mapping) and set(raw) == {"run", "alpha"}, path, where, "needs run: and alpha: only")
+    sources = {r.name: r for r in earlier}
+    need(raw["run"] in sources, path, f"{where}.run", f"must name an earlier run of this recipe, got {raw['run']!r}")
+    need(sources[raw["run"]].train.get("finetune") == "full", path, f"{where}.run", "must be a full fine-tuning run")
+    alpha = raw["alpha"]
+    ok = isinstance(alpha, int | float) and not isinstance(alpha, bool) and 0 <= alpha <= 1
+    need(ok, path, f"{where}.alpha", f"must be a number in [0, 1] (the fine-tuned weights' share), got {alpha!r}")
+    need("train" not in spec, path, f"runs.{name}.train", "an interpolated run trains nothing: remove train:")
+    return str(raw["run"]), float(alpha)
 
 
 def _need_every(every: Any, path: Path, field: str) -> None:

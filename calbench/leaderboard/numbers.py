@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TypeVar
 
-from calbench.families import FAMILIES
+from calbench.families import ALL_FAMILIES, FAMILIES
 from calbench.leaderboard.record_types import Pair, RunRecord
 from calbench.metrics import calibration, pit
 from calbench.metrics.calibration import Prompt
@@ -67,6 +67,12 @@ SPLIT_TASKS = {
     "heldout": SAMPLING_TASKS["heldout"],
     "wide": "calbench_numeric_wide",
 }
+# Diagnostics of transfer (shown where a record has them): the held-back validation families, and
+# the name-versus-law pairs' two halves, the held-out-named prompts and the training-named ones
+# (calbench.name_pairs), each scored on its own families.
+NAMES = "calbench_numeric_names"
+DIAGNOSTIC_TASKS = {"validation": "calbench_numeric_validation", "names_heldout": NAMES, "names_train": NAMES}
+NAME_HALVES = {"names_heldout": True, "names_train": False}  # the half: held-out families, or not
 
 
 def estimate(pair: Pair | None) -> Estimate:
@@ -124,13 +130,16 @@ def _too_few(record: RunRecord, needed: int) -> str | None:
 
 
 def _split_prompts(record: RunRecord, split: str) -> dict[str, list[Prompt]] | str | None:
-    task = record["tasks"].get(SPLIT_TASKS[split])
+    task = record["tasks"].get({**SPLIT_TASKS, **DIAGNOSTIC_TASKS}[split])
     if task is None or "samples" not in task:
         return None
     n = task.get("samples_per_prompt")
     if n is not None and n < calibration.M_REF:
         return f"too few samples ({n} < {calibration.M_REF})"
-    return prompt_rows(task["samples"])
+    rows = prompt_rows(task["samples"])
+    if split in NAME_HALVES:
+        rows = {f: p for f, p in rows.items() if ALL_FAMILIES[f].heldout == NAME_HALVES[split]}
+    return rows
 
 
 @dataclass(frozen=True, eq=False)  # eq by identity: a record is a dict
@@ -192,7 +201,8 @@ class Scored:
         return UNDEFINED if self.prompts is None else ks_pass_share(self.prompts, n)
 
     def split_score(self, split: str) -> Estimate | str:
-        """The calibration score on one split's prompts alone (``SPLIT_TASKS``): its families' mean."""
+        """The calibration score on one split's prompts alone (``SPLIT_TASKS``, ``DIAGNOSTIC_TASKS``):
+        its families' mean."""
         if ("score", split) not in self._per_split:
             rows = _split_prompts(self.record, split)
             value = (

@@ -14,6 +14,7 @@ import copy
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -156,10 +157,13 @@ def check_model_args(path: Path, model_args: Mapping[str, Any]) -> None:
         )
 
 
-def check_train_options(path: Path, where: str, train: Mapping[str, Any], allowed: Sequence[str] = ()) -> None:
+def check_train_options(
+    path: Path, where: str, train: Mapping[str, Any], model: str, allowed: Sequence[str] = ()
+) -> None:
     """A recipe's ``train:`` names ``calbench train`` options exactly (no abbreviation, nothing
     unknown), and none of the run's own (``train_record.NOT_IDENTITY``) but those ``allowed``
-    (a curve sets its checkpoints' spacing)."""
+    (a curve sets its checkpoints' spacing); then the training config itself types and validates
+    them on ``model`` (``train_arguments``), before anything runs."""
     unknown = sorted(str(k) for k in train if k not in OPTIONS)
     need(not unknown, path, where, f"unknown calbench train option(s) {unknown} (see calbench train --help)")
     bad = sorted(set(train) & set(NOT_IDENTITY) - set(allowed))
@@ -175,6 +179,10 @@ def check_train_options(path: Path, where: str, train: Mapping[str, Any], allowe
                 f"{where}.{key}",
                 f"must be a plain value (a list of them where the option takes several), got {value!r}",
             )
+    try:
+        train_arguments(model, train)
+    except ValueError as err:
+        raise RecipeError(f"{path}: {where}: {err}") from None
 
 
 def check_model_path(path: Path, where: str, value: str) -> None:
@@ -205,6 +213,13 @@ def folder_name(path: Path, where: str, name: Any, seen: set[str]) -> str:
     return name
 
 
+# A task as a recipe names it: a name of calbench's or lm-eval's task index (checked before a run:
+# runner.check), never a path to a YAML file, whose `!function` lm-eval imports from the Python
+# file beside it.
+TASK_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,199}")
+TASK_FILES = (".yaml", ".yml", ".json", ".py")
+
+
 def evaluations_of(path: Path, specs: Any, chat: bool, has_adapter: bool) -> tuple[Evaluation, ...]:
     need(isinstance(specs, Mapping) and bool(specs), path, "evaluations", "name at least one evaluation")
     out = []
@@ -230,6 +245,14 @@ def evaluations_of(path: Path, specs: Any, chat: bool, has_adapter: bool) -> tup
             f"{where}.tasks",
             "must be a list of task names",
         )
+        for task in tasks:
+            need(
+                bool(TASK_NAME.fullmatch(task)) and not task.lower().endswith(TASK_FILES),
+                path,
+                f"{where}.tasks",
+                f"{task!r} is not a task name: a recipe names tasks of calbench's or lm-eval's task index, never "
+                "a file (lm-eval imports the Python beside a task file: a recipe runs no code)",
+            )
         n = spec.get("samples_per_prompt")
         need(
             n is None or (isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= MAX_SAMPLES),
@@ -246,23 +269,19 @@ def evaluations_of(path: Path, specs: Any, chat: bool, has_adapter: bool) -> tup
     return tuple(out)
 
 
+TRAINING_GROUP = "calbench.training"  # the training add-on's entry points (pyproject.toml)
+
+
 def train_arguments(model: str, train: Mapping[str, Any]) -> list[str]:
-    """``calbench train``'s command-line options for a recipe's training config. A recipe means
+    """``calbench train``'s command-line options for a recipe's training config, typed and validated
+    by the add-on's own ``TrainConfig`` (its ``recipe_arguments``, reached through its entry point:
+    the core never imports the add-on); a ``ValueError`` naming each bad option. A recipe means
     what it meant when written: the training prompts it does not state are the paper's grid, fresh
     parameters' ranges it does not state are not widened (``train_record.as_trained``), whatever
     calbench train's default is now."""
-    out = ["--model", model]
-    for key, value in as_trained(train).items():
-        flag = "--" + key.replace("_", "-")
-        if value is None:
-            continue
-        if value is True:
-            out.append(flag)
-        elif value is False:
-            if key == "chat":
-                out.append("--no-chat")  # the one option whose default is not False
-        elif isinstance(value, list | tuple):
-            out += [flag, *map(str, value)]
-        else:
-            out += [flag, str(value)]
-    return out
+    found = [e for e in metadata.entry_points(group=TRAINING_GROUP) if e.name == "recipe_arguments"]
+    if not found:
+        raise ValueError(
+            "the training add-on is not installed, so its options cannot be checked (reinstall calbench: pip install -e .)"
+        )
+    return list(found[0].load()(model, as_trained(train)))

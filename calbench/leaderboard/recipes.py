@@ -156,6 +156,7 @@ def load_row(path: Path, defaults: Mapping[str, Any] | None = None) -> Recipe:
         spec = data["adapter"]
         need(isinstance(spec, Mapping) and isinstance(spec.get("path"), str), path, "adapter", "needs a path")
         need(model is not None, path, "adapter", "an adapter needs its base model: set model:")
+        assert model is not None  # (need)
         adapter = str(spec["path"])
         check_model_path(path, "adapter.path", adapter)
         if spec.get("train") is not None:
@@ -163,8 +164,8 @@ def load_row(path: Path, defaults: Mapping[str, Any] | None = None) -> Recipe:
                 isinstance(spec["train"], Mapping), path, "adapter.train", "must be a mapping of calbench train options"
             )
             train = merge(train_defaults, spec["train"])
-            check_train_options(path, "adapter.train", train)
             need("model" not in train, path, "adapter.train.model", "the base model is the row's model:")
+            check_train_options(path, "adapter.train", train, model)
     backend = str(backend)
     if backend.startswith("calbench-") and backend != "calbench-hf":
         need(model is None, path, "model", f"the reference {backend} takes no model")

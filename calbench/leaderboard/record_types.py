@@ -25,6 +25,8 @@ class ModelPart(TypedDict, total=False):
     """The system a run evaluated: every value a string or None."""
 
     backend: str | None
+    endpoint_model: str | None  # a model behind an API: the name its server serves it under
+    endpoint: str | None  # and the server's URL (base_url)
     pretrained: str | None
     revision: str | None
     weights_sha256: str | None
@@ -63,6 +65,7 @@ class TaskEntry(TypedDict, total=False):
     prompts: int | None
     overall: Required[dict[str, Pair]]
     families: dict[str, dict[str, Pair]]  # the numeric tasks: family -> metric -> pair
+    api: dict[str, Any]  # on an API backend: what was sent, withheld (and why), and the seed per sample
     samples: list[StoredPrompt]  # numeric sampling tasks (stored beside the record)
     items: list[StoredItem]  # other tasks that logged their samples (stored beside the record)
 
@@ -110,6 +113,8 @@ class CurvePart(TypedDict, total=False):
     tokens_rank0: int
     seconds_per_step: float
     tokens_per_step: float
+    distribution: dict[str, int]  # examples per family over the run (runs that recorded it)
+    interpolate: dict[str, Any]  # a WiSE-FT point: its source run and alpha
 
 
 class RunRecord(TypedDict, total=False):
@@ -121,11 +126,13 @@ class RunRecord(TypedDict, total=False):
     command: Required[str]
     recipe: dict[str, Any]  # the resolved recipe (calbench leaderboard run)
     recipe_sha256: str
+    recipe_file: str  # the recipe that made it, as a path from the record's folder: its owner (rows.owner_of)
     model: Required[ModelPart]
     evaluations: Required[dict[str, EvaluationEntry]]
     tasks: Required[dict[str, TaskEntry]]
     drift: Drift
     calbench_commit: str | None
+    rescored: dict[str, str | None]  # metric -> the commit that re-scored it from the stored answers (rescoring)
     packages: dict[str, str]
     samples_sha256: str  # in the file only: load_record takes it out once it has checked the samples
     curve: CurvePart

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -134,6 +135,11 @@ SPLIT_LABELS = {
     "heldout": "held-out",
     "wide": "widened 2x",
 }
+DIAGNOSTIC_LABELS = {  # numbers.DIAGNOSTIC_TASKS': shown where a record has them
+    "validation": "validation families",
+    "names_heldout": "held-out names",
+    "names_train": "training names",
+}
 
 
 def _trained(record: RunRecord) -> tuple[str, float] | None:
@@ -208,6 +214,12 @@ def csv_text(headers: list[str], rows: list[list[str]]) -> str:
 def _describe(r: RunRecord) -> str:
     m = r.get("model", {})
     bits = [str(m.get("backend")), str(m.get("pretrained"))]
+    if m.get("endpoint_model"):  # a model behind an API
+        bits[1] = f"{m['endpoint_model']} at {m.get('endpoint')}"
+        sent = {json.dumps(e["api"]["sent"], sort_keys=True) for e in r["tasks"].values() if "api" in e}
+        for settings in sorted(sent):
+            pairs = ", ".join(f"{k}={v}" for k, v in json.loads(settings).items() if k != "until")
+            bits.append(f"sent {pairs}, a seed per sample")
     if m.get("adapter"):
         bits.append(f"adapter {m['adapter']} ({m.get('adapter_sha256')})")
     if m.get("weights_sha256"):

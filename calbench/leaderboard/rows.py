@@ -25,6 +25,7 @@ A protocol matrix runs each of its systems so; a trade-off recipe is rendered fr
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -272,14 +273,33 @@ def recipe_of_command(command: str) -> Path | None:
     return Path(words[3]) if words[:3] == ["calbench", "leaderboard", "run"] and len(words) > 3 else None
 
 
+def owner_of(recipe: Recipe, results_dir: Path) -> str:
+    """The recipe file that makes a record, as a path from the record's folder (``recipe_file``):
+    relative, so a repository's own store names its recipes wherever it is cloned; from a store
+    outside it (a shared ``--results-dir``) the path runs into the repository that made it, so
+    another repository's recipe at the same place in its tree is not the owner."""
+    return Path(os.path.relpath(Path(recipe.path).resolve(), Path(results_dir).resolve())).as_posix()
+
+
 def check_same_recipe(recipe: Recipe, stored: RunRecord, results_dir: Path) -> None:
     """Refuse to replace a record that another recipe (or ``leaderboard add``) made, or that holds
-    evaluations the recipe no longer has (their tasks would leave the record unsaid)."""
-    theirs = recipe_of_command(str(stored.get("command", "")))
-    if theirs is None or theirs.resolve() != Path(recipe.path).resolve():
+    evaluations the recipe no longer has (their tasks would leave the record unsaid). A record names
+    its recipe's file from its own folder (``owner_of``); one written before it did is this recipe's
+    only if its command names this recipe and the store lies inside the current folder (the
+    repository root a run works from), where that command's relative path means this file."""
+    path = results_dir / (recipe.name + ".json")
+    owner = stored.get("recipe_file")
+    if owner is not None:
+        mine = (Path(results_dir).resolve() / owner).resolve() == Path(recipe.path).resolve()
+        why = f"the recipe {owner} (from {results_dir})"
+    else:
+        theirs = recipe_of_command(str(stored.get("command", "")))
+        here = Path(results_dir).resolve().is_relative_to(Path.cwd().resolve())
+        mine = theirs is not None and here and theirs.resolve() == Path(recipe.path).resolve()
+        why = repr(stored.get("command")) + ("" if here else f", in a store outside {Path.cwd()}")
+    if not mine:
         raise RefusedRunError(
-            f"{results_dir / (recipe.name + '.json')} was made by {stored.get('command')!r}, not by {recipe.path}: "
-            "pass --replace to replace it, or rename the recipe"
+            f"{path} was made by {why}, not by {recipe.path}: pass --replace to replace it, or rename the recipe"
         )
     dropped = sorted(set(stored["evaluations"]) - {e.name for e in recipe.evaluations})
     if dropped:
@@ -346,6 +366,7 @@ def run_row(
             say(f"{step}: not run (left out by --only)")
     drift = next((p["drift"] for p in parts.values() if "drift" in p), None)
     record = store.assemble_record(recipe.name, recipe.type, recipe.command, parts, drift, recipe.resolved())
+    record["recipe_file"] = owner_of(recipe, results_dir)
     if not new_numbers and stored is not None:  # the same numbers: the commit and packages that made them stay
         record["calbench_commit"], record["packages"] = stored.get("calbench_commit"), stored["packages"]
     path = store.save_record(record, results_dir)

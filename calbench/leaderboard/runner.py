@@ -12,9 +12,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from calbench.evaluation import unresolved_tasks
 from calbench.leaderboard import curve_run, rows
 from calbench.leaderboard.checks import RefusedRunError
 from calbench.leaderboard.curves import Curves, with_results_dir
+from calbench.leaderboard.recipe_fields import Evaluation
 from calbench.leaderboard.recipes import Loaded, ProtocolMatrix, Recipe
 
 
@@ -30,13 +32,33 @@ class RunOptions:
     train: bool = True  # curves: train what is unfinished (False: score the checkpoints already there)
 
 
+def evaluations(recipe: Loaded) -> list[Evaluation]:
+    """Every evaluation a recipe would run (a trade-off runs none)."""
+    if isinstance(recipe, Recipe):
+        return list(recipe.evaluations)
+    if isinstance(recipe, ProtocolMatrix):
+        return [e for row in recipe.rows for e in row.evaluations]
+    if isinstance(recipe, Curves):
+        return [*recipe.protocol, *recipe.final]
+    return []
+
+
 def check(recipe: Loaded, options: RunOptions) -> None:
-    """Refuse what ``run`` would refuse only midway: a curve's ``--only`` naming no run of it."""
+    """Refuse what ``run`` would refuse only midway: a curve's ``--only`` naming no run of it; and
+    a task that is not a name of calbench's or lm-eval's task index (lm-eval would read a file of
+    that name as a task and import the Python beside it: a recipe runs no code)."""
     if isinstance(recipe, Curves):
         unknown = sorted(set(options.only or ()) - {r.name for r in recipe.runs})
         if unknown:
             known = ", ".join(r.name for r in recipe.runs)
             raise RefusedRunError(f"{recipe.path}: --only {', '.join(unknown)}: no such run (its runs: {known})")
+    tasks = sorted({t for e in evaluations(recipe) for t in e.tasks})
+    unresolved = unresolved_tasks(tasks) if tasks else []
+    if unresolved:
+        raise RefusedRunError(
+            f"{recipe.path}: tasks {', '.join(unresolved)}: not in calbench's or lm-eval's task index "
+            "(a recipe names tasks, never files: see calbench tasks-path and lm-eval's task list)"
+        )
 
 
 def run(recipe: Loaded, options: RunOptions) -> list[Path]:

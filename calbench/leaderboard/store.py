@@ -28,7 +28,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from calbench import lm_eval_io, protocols
+from calbench import api_support, lm_eval_io, protocols
 from calbench.leaderboard.checks import (
     ENTRY_TYPES,
     SCHEMA,
@@ -84,7 +84,11 @@ def model_part(results: Mapping[str, Any]) -> ModelPart:
     config, args = results.get("config", {}), lm_eval_io.model_args(results)
     pretrained = args.get("pretrained")
     adapter = args.get("peft") or args.get("lora_local_path")
+    part: ModelPart = {}
+    if api_support.is_api_run(config.get("model"), args):  # a model behind an API: the endpoint's name for it
+        part = {"endpoint_model": _text(args.get("model") or pretrained), "endpoint": _text(args.get("base_url"))}
     return {
+        **part,
         "backend": config.get("model"),
         "pretrained": Path(str(pretrained)).name if pretrained and Path(str(pretrained)).is_dir() else pretrained,
         "revision": args.get("revision") or config.get("model_revision"),
@@ -94,6 +98,10 @@ def model_part(results: Mapping[str, Any]) -> ModelPart:
         "dtype": args.get("dtype"),
         "chat_template_sha256": results.get("chat_template_sha"),
     }
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 def evaluation_part(results_file: Path, evaluation: str) -> EvaluationPart:
@@ -117,6 +125,9 @@ def evaluation_part(results_file: Path, evaluation: str) -> EvaluationPart:
         families = _families(task_results, task)
         if families is not None:
             entry["families"] = families
+        api = (task_config.get("metadata") or {}).get(api_support.METADATA_PLAN)
+        if isinstance(api, dict):  # on an API backend: the parameters sent and withheld, the seed per sample
+            entry["api"] = api
         protocol = protocols.sampling_protocol(task)
         try:
             if protocol is not None:

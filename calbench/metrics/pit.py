@@ -23,12 +23,12 @@ ones), so each piece's integral and extremes have closed forms.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import numpy as np
 from scipy import stats
 
-from calbench.cache import simulated
+from calbench.cache import DamagedEntryError, floats, simulated
 from calbench.families import Target
 from calbench.stats import seed_for
 
@@ -227,7 +227,7 @@ def pit_floor(target: Target, n: int, reps: int = PIT_FLOOR_REPS) -> PitFloor:
         per_rep = _exact_pit_w1(target, n, reps, seed_for("pit floor", key, n, reps))
         return {"q": np.quantile(per_rep, [0.16, 0.5, 0.84, 0.95])}
 
-    q16, q50, q84, q95 = simulated(f"pit floor|{key}|{n}|{reps}", simulate)["q"]  # calbench.cache
+    q16, q50, q84, q95 = simulated(f"pit floor|{key}|{n}|{reps}", simulate, floats("q", 4))  # calbench.cache
     spread = float(q84 - q16) / 2
     return PitFloor(float(q50), spread, float(np.sqrt(np.pi / 2) * spread / np.sqrt(reps)), float(q95))
 
@@ -273,9 +273,11 @@ def exact_q95(target: Target, n: int) -> float:
     precision = Q95_PRECISION if not target.integer else Q95_PRECISION_ELSE
     key = _pit_key(target)
     kept = simulated(  # kept on disk for the next scoring process (calbench.cache)
-        f"pit q95|{key}|{n}|{precision}", lambda: {"q95": np.array(simulated_q95(target, n, precision)[0])}
+        f"pit q95|{key}|{n}|{precision}",
+        lambda: {"q95": np.array(simulated_q95(target, n, precision)[0])},
+        floats("q95", 1),
     )
-    return float(kept["q95"])
+    return float(kept[0])
 
 
 def simulated_q95(target: Target, n: int, precision: float = Q95_PRECISION) -> tuple[float, float, int]:
@@ -305,8 +307,18 @@ def _discrete_ks_null(target: Target, n: int, reps: int) -> np.ndarray:
         return {"values": values, "counts": counts}
 
     # 1-4 s per law: kept on disk for the next scoring process (calbench.cache)
-    null = simulated(f"ks null|{target.key}|{n}|{reps}", simulate)
-    return np.repeat(null["values"], null["counts"])
+    return simulated(f"ks null|{target.key}|{n}|{reps}", simulate, partial(_ks_null, reps))
+
+
+def _ks_null(reps: int, null: dict[str, np.ndarray]) -> np.ndarray:
+    """A stored KS null as its sorted statistics: ``reps`` of them, finite and in [0, 1], or the
+    entry is damaged (``calbench.cache``)."""
+    values, counts = null["values"], null["counts"]
+    if values.ndim != 1 or values.shape != counts.shape or counts.sum() != reps or np.any(counts < 1):
+        raise DamagedEntryError(f"expected values and counts of {reps} statistics, got {values.shape}, {counts.shape}")
+    if not np.all((values >= 0) & (values <= 1)) or np.any(np.diff(values) <= 0):
+        raise DamagedEntryError("the statistics are not increasing values in [0, 1]")
+    return np.repeat(values, counts)
 
 
 def ks_pvalue(values: np.ndarray, target: Target, reps: int = KS_REPS) -> float:

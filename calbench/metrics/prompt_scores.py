@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from calbench.families import FAMILIES, Target, make_target, target_from_key
+from calbench.families import ALL_FAMILIES, Target, make_target, target_from_key
 from calbench.metrics import calibration, moments, pit, sampling
 from calbench.metrics.calibration import Prompt
 from calbench.parse import classify
@@ -159,9 +159,19 @@ def score_prompt(target: Target, responses: Sequence[str], seed: int | None = No
     A metric that fails on some answers is NaN (``_guarded``), the others are kept."""
     answers = [classify(r, target) for r in responses]
     values = np.array([a.value for a in answers if a.valid], dtype=float)
+    return score_values(target, values, len(responses), sum(a.parsed for a in answers), seed)
+
+
+def score_values(
+    target: Target, values: np.ndarray, n: int, n_parsed: int | None = None, seed: int | None = None
+) -> PromptScore:
+    """Score one prompt's valid answers (``values``, in order) out of ``n`` responses, of which
+    ``n_parsed`` parsed (default: the valid ones; a run record stores only these, so its
+    ``support_violation_rate`` cannot be scored again): ``score_prompt`` after parsing."""
+    values = np.asarray(values, dtype=float)
     n_valid = int(values.size)
     nan, nan2 = math.nan, (math.nan, math.nan)
-    seed = seed_for("bootstrap", target.key, len(responses)) if seed is None else seed
+    seed = seed_for("bootstrap", target.key, n) if seed is None else seed
     floor = _guarded("the exact-sampling W1 floor", target, UNDEFINED_FLOOR, sampling.oracle_floor, target, n_valid)
     test, stat, pvalue = (
         _guarded("goodness_of_fit", target, ("none", nan, nan), sampling.goodness_of_fit, values, target)
@@ -180,8 +190,8 @@ def score_prompt(target: Target, responses: Sequence[str], seed: int | None = No
     return PromptScore(
         family=target.family.name,
         params=target.params,
-        n=len(responses),
-        n_parsed=sum(a.parsed for a in answers),
+        n=n,
+        n_parsed=n_valid if n_parsed is None else n_parsed,
         n_valid=n_valid,
         w1=_guarded("w1", target, nan, sampling.w1, values, target.law),
         w1_se=_guarded("w1", target, nan, sampling.w1_se, values, target, seed=seed),
@@ -215,7 +225,7 @@ def _pass_rate(records: Sequence[PromptScore]) -> Estimate:
 def summarize(records: Iterable[PromptScore]) -> Summary:
     """Aggregate prompt records: within a family the mean over prompts, then equal weight over families."""
     grouped = by_family(records, lambda r: r.family)
-    ordered = [f for f in FAMILIES if f in grouped]
+    ordered = [f for f in ALL_FAMILIES if f in grouped]
     grouped = {f: grouped[f] for f in ordered}
     per_prompt = (*FAMILY_METRICS, "support_violation_rate")
     # A prompt without a valid answer has no W1, and its family none either ("propagate").

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from calbench.cache import simulated
+from calbench.cache import floats, simulated
 from calbench.families import Target, ppf
 from calbench.stats import seed_for
 
@@ -98,7 +98,7 @@ def oracle_floor(target: Target, n: int, reps: int = FLOOR_REPS) -> Floor:
         per_rep = np.mean(np.abs(draws - midpoint_quantiles(target.law, n)), axis=1)
         return {"q": np.quantile(per_rep, [0.16, 0.5, 0.84])}
 
-    q16, q50, q84 = simulated(f"w1 floor|{target.key}|{n}|{reps}", simulate)["q"]  # calbench.cache
+    q16, q50, q84 = simulated(f"w1 floor|{target.key}|{n}|{reps}", simulate, floats("q", 3))  # calbench.cache
     spread = float(q84 - q16) / 2
     return Floor(float(q50), spread, float(np.sqrt(np.pi / 2) * spread / np.sqrt(reps)))
 
