@@ -406,7 +406,7 @@ def write(
         " so at 100 samples per prompt it fails any prompt with an invalid one)."
         if quick
         else " Each prompt set's calibration score and Spearman's rho of the laws' and the answers' medians"
-        " (`calbench.leaderboard.numbers.split_score`, `split_following`)."
+        " (`calbench.leaderboard.numbers.Scored.split_score`, `split_following`)."
     )
     summed = any(
         as_trained(run.train).get("accumulation") == "legacy" and run.train.get("method") == "hard"

@@ -21,7 +21,7 @@ from typing import Any
 from calbench.leaderboard import store
 from calbench.leaderboard.checks import RefusedRunError
 from calbench.leaderboard.curves import CurveRun, Curves
-from calbench.leaderboard.numbers import EXACT_TASKS, LIKELIHOOD_TASKS, SAMPLING_TASKS, split_score
+from calbench.leaderboard.numbers import EXACT_TASKS, LIKELIHOOD_TASKS, SAMPLING_TASKS, Scored
 from calbench.leaderboard.recipe_fields import train_arguments
 from calbench.leaderboard.recipes import Recipe
 from calbench.leaderboard.record_types import RunRecord
@@ -295,7 +295,7 @@ def split_scores(records: Sequence[RunRecord], split: str) -> dict[int, Estimate
     """step -> the calibration score on ``split`` of each curve point that has one."""
     scores = {}
     for record in records:
-        value = split_score(record, split)
+        value = Scored(record).split_score(split)
         if not isinstance(value, str) and math.isfinite(value.value):
             scores[int(record["curve"]["step"])] = value
     return scores
@@ -339,7 +339,7 @@ def choose(curves: Curves, run_name: str, workdir: Path = WORKDIR, split: str = 
         out / CHOICE,
         {
             "run": run.name,
-            "criterion": f"the highest calibration score on {split} (calbench.leaderboard.numbers.split_score)",
+            "criterion": f"the highest calibration score on {split} (calbench.leaderboard.numbers.Scored.split_score)",
             "step": best,
             "scores": {str(step): [round(e.value, 4), round(e.se, 4)] for step, e in sorted(scores.items())},
         },
