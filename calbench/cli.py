@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from calbench import __version__, policy, tasks_path
+from calbench.task_names import CHOICE_SETS
 
 COMMANDS_GROUP = "calbench.commands"  # entry points of add-ons: `calbench train` is the training add-on's
 STORE = Path("leaderboards") / "results"  # the leaderboard's results store
@@ -532,7 +533,7 @@ def _leaderboard_choose_parser(lb_sub: Subparsers) -> None:
     p.add_argument("recipe", type=Path, help="a curve recipe, e.g. leaderboards/rows/transfer.yaml")
     p.add_argument("--run", required=True, help="the run's name in the recipe")
     p.add_argument("--workdir", type=Path, default=WORKDIR, help="where the run's folder is (run's --workdir)")
-    p.add_argument("--split", default="validation", choices=["validation", "train", "interp", "unseen", "wide"])
+    p.add_argument("--split", default="validation", choices=CHOICE_SETS)
     p.set_defaults(func=cmd_leaderboard)
 
 

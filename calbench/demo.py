@@ -25,8 +25,9 @@ from calbench import eval_report, evaluation, lm_eval_io, model_catalogue
 from calbench.metrics import calibration, prompt_scores
 from calbench.metrics.catalog import arrow
 from calbench.stats import fmt
+from calbench.task_names import QUICK
 
-TASK = "calbench_numeric_quick"
+TASK = QUICK
 SAMPLES = calibration.M_REF  # samples per prompt: the score's reference size
 KS_N = SAMPLES  # KS on the first 50 valid answers of each prompt
 ADAPTERS = Path(__file__).resolve().parents[1] / "leaderboards" / "adapters"

@@ -23,6 +23,7 @@ from typing import Any
 from calbench import api_support, policy, tasks_path
 from calbench.policy import THINKING_DEFAULT, needs_thinking_default, run_metadata
 from calbench.provenance import check_adapter_folder
+from calbench.task_names import ENUMERATION_TASKS
 from calbench.vllm_support import VLLMSetupError, check_vllm_args, vllm_cpu_lora
 
 DEFAULT_OUTPUT = Path("calbench_results")
@@ -239,9 +240,9 @@ def check_eval_args(ns: argparse.Namespace, contact: bool = True) -> None:
     _check_backend(model)
     if is_api_backend(model):
         _check_api(ns, model, args, contact)
-    if model not in policy.ENUMERATION_BACKENDS and set(ns.tasks) & set(policy.ENUMERATION_TASKS):
+    if model not in policy.ENUMERATION_BACKENDS and set(ns.tasks) & set(ENUMERATION_TASKS):
         raise EvalArgumentError(
-            f"the sample-free tasks ({', '.join(sorted(set(ns.tasks) & set(policy.ENUMERATION_TASKS)))}) walk the "
+            f"the sample-free tasks ({', '.join(sorted(set(ns.tasks) & set(ENUMERATION_TASKS)))}) walk the "
             f"model's token tree, which --model {model} cannot do: run them with --model calbench-hf "
             f"(or {' / '.join(policy.REFERENCE_MODELS)})"
         )

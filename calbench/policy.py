@@ -66,7 +66,6 @@ FIRST_TOKEN_BACKENDS = ("calbench-hf",)
 # samples (``calbench.backends.enumeration``). Only these backends serve it; the rest refuse.
 ENUMERATE_ANSWERS = "enumerate_numeric_answers"
 ENUMERATION_BACKENDS = ("calbench-hf", *REFERENCE_MODELS)
-ENUMERATION_TASKS = ("calbench_numeric_unseen_exact", "calbench_numeric_heldout_exact", "calbench_exact")
 
 
 def sampling_deviations(gen: Mapping[str, Any], any_temperature: bool = False) -> list[str]:

@@ -51,6 +51,7 @@ from calbench.families import Target, format_value
 from calbench.parse import NUMBER_RE, classify, in_support, strip_think
 from calbench.prompt import TEMPLATE, target_in
 from calbench.stats import seed_for
+from calbench.task_names import SAMPLING_SETS, task_of
 
 BATCH_K = 10  # numbers per batch response (a prompt's N samples take N / K requests)
 VERBALIZED_K = 5  # candidates per verbalized response
@@ -317,12 +318,6 @@ def verbalized_draw(listed: Verbalized | None, response: str, target: Target, in
     return format_value(value) if in_support(value, target) else ""
 
 
-# The numeric sampling tasks: each split, the quick selection, the diagnostics of the training
-# ranges (calbench.param_ranges: training prompts, interpolation, the widened ranges), the held-back
-# validation families and the name-versus-law pairs.
-SAMPLING_SETS = ("unseen", "heldout", "quick", "train", "interp", "wide", "validation", "names")
-
-
 def task_protocol(task: str) -> str:
     """The protocol a sampling task's name ends with (``..._<protocol>``; independent when none)."""
     return max((p for p in PROTOCOLS.values() if task.endswith(p.task_suffix)), key=lambda p: len(p.task_suffix)).name
@@ -332,6 +327,6 @@ def sampling_protocol(task: str) -> str | None:
     """The sampling protocol of a numeric sampling task (``calbench_numeric_<set>[_<protocol>]``), else None."""
     for name in SAMPLING_SETS:
         for p in PROTOCOLS.values():
-            if task == f"calbench_numeric_{name}{p.task_suffix}":
+            if task == task_of(name, p.task_suffix):
                 return p.name
     return None

@@ -126,6 +126,7 @@ CORE = {
     "stats",
     "trie",
     "answer_tokens",
+    "task_names",
 }
 LAYERS = [
     ("core", lambda m: m.removeprefix("calbench.") in CORE or m == "calbench"),

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import yaml
 
-from calbench import cli, evaluation
+from calbench import cli, evaluation, task_names
 from calbench.families import FAMILIES
 from calbench.leaderboard import card as leaderboard_card
 from calbench.leaderboard import checks, export, numbers, plots, render, store
@@ -95,8 +95,8 @@ def test_family_score_by_hand():
 
 def test_threshold_score_by_hand(records):
     record = copy.deepcopy(records[0])
-    for split in numbers.NUMERIC_SPLITS:
-        for metrics in record["tasks"][numbers.SAMPLING_TASKS[split]]["families"].values():
+    for split in task_names.NUMERIC_SPLITS:
+        for metrics in record["tasks"][task_names.SAMPLING_TASKS[split]]["families"].values():
             metrics.update(valid_rate=[1.0, 0.0], w1=[0.5, 0.0], excess_w1=[0.0, 0.0])
     assert numbers.threshold_score(record).value == pytest.approx(100.0)
     # the six held-out families answer nothing: 24 of 30 families score 1
@@ -133,7 +133,7 @@ def _threshold_score_by_hand(record):
     delta method per family, then 100 x the mean over the 30 families, errors in quadrature."""
     parts = []
     for family, fam in FAMILIES.items():
-        task = record["tasks"][numbers.SAMPLING_TASKS["heldout" if fam.heldout else "unseen"]]
+        task = record["tasks"][task_names.SAMPLING_TASKS["heldout" if fam.heldout else "unseen"]]
         (v, v_se), (w1, w1_se), (excess, _) = (task["families"][family][m] for m in ("valid_rate", "w1", "excess_w1"))
         if not v or w1 is None:  # no valid sample
             parts.append((0.0, 0.0))
@@ -157,8 +157,8 @@ def test_score_is_the_n_free_score_of_the_stored_samples(records):
     assert collapsed.value == pytest.approx(0.0, abs=1e-9)
     for record in records:
         by_family: dict = {}
-        for split in numbers.NUMERIC_SPLITS:
-            for p in record["tasks"][numbers.SAMPLING_TASKS[split]]["samples"]:
+        for split in task_names.NUMERIC_SPLITS:
+            for p in record["tasks"][task_names.SAMPLING_TASKS[split]]["samples"]:
                 params = dict(kv.split("=") for kv in p["target"].split("(")[1].rstrip(")").split(","))
                 target = make_target(p["family"], {k: float(v) for k, v in params.items()})
                 by_family.setdefault(p["family"], []).append(calibration.prompt_score(p["values"], p["n"], target))
@@ -169,8 +169,8 @@ def test_score_is_the_n_free_score_of_the_stored_samples(records):
 
 def test_rows_below_the_reference_size_are_marked(records):
     short = copy.deepcopy(records[0])
-    for split in numbers.NUMERIC_SPLITS:
-        task = short["tasks"][numbers.SAMPLING_TASKS[split]]
+    for split in task_names.NUMERIC_SPLITS:
+        task = short["tasks"][task_names.SAMPLING_TASKS[split]]
         task["samples_per_prompt"] = 20
         for p in task["samples"]:
             p["values"], p["n"] = p["values"][:20], 20

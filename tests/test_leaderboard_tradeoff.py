@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from calbench import cli
+from calbench import cli, task_names
 from calbench.leaderboard import numbers, store, tradeoff
 from calbench.leaderboard.checks import RefusedRunError
 
@@ -65,7 +65,7 @@ def test_refusals_name_the_problem(stored, tmp_path, capsys):
     assert cli.main(argv) != 0
     assert "no run record named nobody in" in capsys.readouterr().err
     no_score = copy.deepcopy(stored[SOFT])
-    for split in numbers.SAMPLING_TASKS.values():
+    for split in task_names.SAMPLING_TASKS.values():
         no_score["tasks"].pop(split, None)
     with pytest.raises(RefusedRunError, match="no calibration score"):
         tradeoff.point(stored[BASE], no_score)

@@ -142,7 +142,9 @@ def test_every_row_s_stored_aggregates_are_what_its_stored_answers_give_today():
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("CALBENCH_EXHAUSTIVE"), reason="about 2 min warm, an hour cold: CALBENCH_EXHAUSTIVE=1")
+@pytest.mark.skipif(
+    not os.environ.get("CALBENCH_EXHAUSTIVE"), reason="about 2 min warm, an hour cold: CALBENCH_EXHAUSTIVE=1"
+)
 def test_every_stored_aggregate_is_what_the_stored_answers_give_today():
     """Case 12: no stored metric the current code would not compute. Every numeric sampling task of
     every committed record (rows, curve points, protocols, generalization, transfer) scored again

@@ -21,10 +21,8 @@ from calbench.metrics import prompt_scores, protocol_diagnostics
 from calbench.param_ranges import prompt_set
 from calbench.parse import classify
 from calbench.stats import UNDEFINED, Estimate, family_means
+from calbench.task_names import NUMERIC_SPLITS, SPLIT_CHOICES
 
-# train, interp, wide: diagnostics of the training prompts, inside and beyond their ranges (calbench.param_ranges);
-# validation: the held-back training-only families; names: one law under two names (calbench.name_pairs)
-SPLIT_CHOICES = ("unseen", "heldout", "all", "train", "interp", "wide", "validation", "names")
 POINT_CHOICES = ("selected", "full")
 
 
@@ -45,7 +43,7 @@ def numeric_docs(
         raise ValueError(f"calbench_points must be one of {POINT_CHOICES}, got {calbench_points!r}")
     if calbench_protocol not in protocols.PROTOCOLS:
         raise ValueError(f"calbench_protocol must be one of {tuple(protocols.PROTOCOLS)}, got {calbench_protocol!r}")
-    splits = ("unseen", "heldout") if calbench_split == "all" else (calbench_split,)
+    splits = NUMERIC_SPLITS if calbench_split == "all" else (calbench_split,)
     rows = []
     for split in splits:
         for i, target in enumerate(prompt_set(split, calbench_points)):

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from calbench.families import ALL_FAMILIES, FAMILIES
-from calbench.leaderboard.numbers import EXACT_TASKS, LIKELIHOOD_TASKS, NUMERIC_SPLITS, SAMPLING_TASKS
 from calbench.leaderboard.record_types import TaskEntry
 from calbench.lm_eval_io import args_dict, model_args
 from calbench.metrics.catalog import find
 from calbench.policy import GREEDY_TASKS, PURE_SAMPLING, active_generation_config, decoding_deviations
+from calbench.task_names import EXACT_TASKS, LIKELIHOOD_TASKS, NUMERIC_SPLITS, SAMPLING_TASKS
 
 ENTRY_TYPES = (
     "reference",

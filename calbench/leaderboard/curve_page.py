@@ -22,16 +22,17 @@ from tabulate import tabulate
 from calbench.families import FAMILIES
 from calbench.leaderboard import store
 from calbench.leaderboard.curves import CurveRun, Curves
-from calbench.leaderboard.numbers import DIAGNOSTIC_TASKS, NAMES, QUICK, SPLIT_TASKS, Scored, scored
+from calbench.leaderboard.numbers import Scored, scored
 from calbench.leaderboard.recipe_fields import Evaluation
 from calbench.leaderboard.record_types import CurvePart, RunRecord
-from calbench.leaderboard.render import BOARD_START, DIAGNOSTIC_LABELS, SPLIT_LABELS, board_page
+from calbench.leaderboard.render import BOARD_START, board_page
 from calbench.metrics.calibration import prompt_score
 from calbench.metrics.prompt_scores import prompt_rows, sample_quality
 from calbench.metrics.tails import outer_summary
 from calbench.name_pairs import NO_IDENTITY, pairs
 from calbench.provenance import atomic_write
 from calbench.stats import UNDEFINED, Z95, Estimate, fmt
+from calbench.task_names import DIAGNOSTIC_LABELS, DIAGNOSTIC_TASKS, NAMES, QUICK, SPLIT_LABELS, SPLIT_TASKS
 from calbench.train_record import as_trained
 
 RETENTION = {

@@ -21,13 +21,14 @@ from typing import Any
 from calbench.leaderboard import store
 from calbench.leaderboard.checks import RefusedRunError
 from calbench.leaderboard.curves import CurveRun, Curves
-from calbench.leaderboard.numbers import EXACT_TASKS, LIKELIHOOD_TASKS, SAMPLING_TASKS, Scored
+from calbench.leaderboard.numbers import Scored
 from calbench.leaderboard.recipe_fields import train_arguments
 from calbench.leaderboard.recipes import Recipe
 from calbench.leaderboard.record_types import RunRecord
 from calbench.leaderboard.rows import WORKDIR, not_trained_as, run_calbench, run_row, say, training_failed
 from calbench.provenance import write_json
 from calbench.stats import Estimate
+from calbench.task_names import EXACT_TASKS, LIKELIHOOD_TASKS, SAMPLING_TASKS
 from calbench.train_record import logged_loss
 
 

@@ -24,6 +24,7 @@ from calbench.leaderboard.numbers import Scored, samples_per_prompt, scored
 from calbench.leaderboard.record_types import RunRecord
 from calbench.metrics import catalog
 from calbench.stats import Estimate
+from calbench.task_names import NUMERIC_SPLITS
 
 SCHEMA_VERSION = "0.3.0"
 SOURCE = "calbench leaderboard"
@@ -172,7 +173,7 @@ def model_index(item: RunRecord | Scored) -> list[dict[str, Any]]:
         ("valid_rate", "valid rate", s.valid_rate),
         ("pit_w1", "pit_w1 (lower is better)", s.mean_pit_w1),
     ]
-    for split in ("unseen", "heldout"):
+    for split in NUMERIC_SPLITS:
         values.append((f"calibration_score_{split}", f"calibration score, {split} split", s.split_score(split)))
     metrics = [
         {"type": key, "name": label, "value": float(f"{v.value:.3g}"), "verified": False}

@@ -50,29 +50,9 @@ from calbench.metrics.prompt_scores import (
 )
 from calbench.metrics.tails import location_following
 from calbench.stats import UNDEFINED, Z95, Estimate, quadrature_mean
+from calbench.task_names import DIAGNOSTIC_TASKS, NAME_HALVES, NUMERIC_SPLITS, SAMPLING_TASKS, SPLIT_TASKS
 
-NUMERIC_SPLITS = ("unseen", "heldout")
-SAMPLING_TASKS = {s: f"calbench_numeric_{s}" for s in NUMERIC_SPLITS}
-LIKELIHOOD_TASKS = {s: f"calbench_numeric_{s}_likelihood" for s in NUMERIC_SPLITS}
-EXACT_TASKS = {s: f"calbench_numeric_{s}_exact" for s in NUMERIC_SPLITS}  # sample-free (enumerated)
 TIERS = {1: "I", 2: "II", 3: "III"}
-SAMPLING_SETS = (*NUMERIC_SPLITS, "quick")  # the numeric sampling tasks: each split, and the quick selection
-QUICK = "calbench_numeric_quick"  # the quick selection: every family's selected points (42 prompts)
-# Where an adapter stands (calbench.param_ranges): its training prompts, between them, beyond
-# them (the unseen split), on families it never saw, and in the ranges widened 2x.
-SPLIT_TASKS = {
-    "train": "calbench_numeric_train",
-    "interp": "calbench_numeric_interp",
-    "unseen": SAMPLING_TASKS["unseen"],
-    "heldout": SAMPLING_TASKS["heldout"],
-    "wide": "calbench_numeric_wide",
-}
-# Diagnostics of transfer (shown where a record has them): the held-back validation families, and
-# the name-versus-law pairs' two halves, the held-out-named prompts and the training-named ones
-# (calbench.name_pairs), each scored on its own families.
-NAMES = "calbench_numeric_names"
-DIAGNOSTIC_TASKS = {"validation": "calbench_numeric_validation", "names_heldout": NAMES, "names_train": NAMES}
-NAME_HALVES = {"names_heldout": True, "names_train": False}  # the half: held-out families, or not
 
 
 def estimate(pair: Pair | None) -> Estimate:
@@ -85,8 +65,7 @@ def estimate(pair: Pair | None) -> Estimate:
 
 def family_metric(record: RunRecord, family: str, metric: str) -> Estimate:
     """A sampling metric of one family, from whichever numeric split asks about it."""
-    split = "heldout" if FAMILIES[family].heldout else "unseen"
-    task = record["tasks"].get(SAMPLING_TASKS[split])
+    task = record["tasks"].get(SAMPLING_TASKS[FAMILIES[family].eval_split])
     if task is None:
         return UNDEFINED
     return estimate(task["families"].get(family, {}).get(metric))

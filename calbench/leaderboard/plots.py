@@ -13,11 +13,12 @@ from typing import Any
 import numpy as np
 
 from calbench.families import FAMILIES, ppf, target_from_key
-from calbench.leaderboard.numbers import SAMPLING_TASKS, Scored, ranked, scored
+from calbench.leaderboard.numbers import Scored, ranked, scored
 from calbench.leaderboard.record_types import RunRecord, StoredPrompt
 from calbench.metrics import pit
 from calbench.metrics.calibration import Prompt
 from calbench.stats import Z95, Estimate
+from calbench.task_names import SAMPLING_TASKS
 
 RANKING = "plots/ranking.png"
 PIT = "plots/pit.png"
@@ -26,8 +27,7 @@ PIT_BINS = 20
 
 def _first_prompt(record: RunRecord, family: str) -> StoredPrompt | None:
     """The family's first selected prompt in the record's numeric sampling task."""
-    split = "heldout" if FAMILIES[family].heldout else "unseen"
-    task = record["tasks"].get(SAMPLING_TASKS[split])
+    task = record["tasks"].get(SAMPLING_TASKS[FAMILIES[family].eval_split])
     samples = task.get("samples", []) if task is not None else []
     return next((p for p in samples if p["family"] == family), None)
 

@@ -20,7 +20,6 @@ from tabulate import tabulate
 
 from calbench import protocols
 from calbench.leaderboard import checks, numbers, plots
-from calbench.leaderboard.numbers import QUICK
 from calbench.leaderboard.record_types import Pair, RunRecord
 from calbench.leaderboard.render import csv_text, splice_readme
 from calbench.markdown import code_span
@@ -29,6 +28,7 @@ from calbench.metrics.catalog import arrow
 from calbench.protocols import PROTOCOLS
 from calbench.provenance import atomic_write
 from calbench.stats import Z95, Estimate, fmt
+from calbench.task_names import QUICK
 
 ORDER = tuple(PROTOCOLS)
 FOLDER = "protocols"  # under the results store

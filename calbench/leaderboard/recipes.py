@@ -40,7 +40,6 @@ from calbench import protocols
 from calbench.leaderboard.checks import ENTRY_TYPES, RefusedRunError, check_name
 from calbench.leaderboard.curves import Curves
 from calbench.leaderboard.curves import load as load_curve
-from calbench.leaderboard.numbers import QUICK
 from calbench.leaderboard.recipe_fields import (
     DEFAULTS,
     RESULTS,
@@ -57,6 +56,7 @@ from calbench.leaderboard.recipe_fields import (
 )
 from calbench.policy import MAX_SAMPLES
 from calbench.provenance import sha256_json
+from calbench.task_names import QUICK
 
 ROWS = Path("leaderboards") / "rows"
 KINDS = ("row", "protocols", "tradeoff", "curve")

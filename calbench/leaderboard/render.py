@@ -21,9 +21,6 @@ from calbench.families import split_points
 from calbench.leaderboard import plots
 from calbench.leaderboard.checks import RefusedRunError
 from calbench.leaderboard.numbers import (
-    EXACT_TASKS,
-    LIKELIHOOD_TASKS,
-    SAMPLING_TASKS,
     TIERS,
     Scored,
     drift_metric,
@@ -40,6 +37,7 @@ from calbench.metrics.catalog import arrow
 from calbench.param_ranges import in_range
 from calbench.provenance import atomic_write
 from calbench.stats import Estimate, fmt
+from calbench.task_names import EXACT_TASKS, LIKELIHOOD_TASKS, SAMPLING_TASKS, SPLIT_LABELS
 from calbench.train_record import as_trained
 
 Cell = Estimate | str  # a value with its standard error, or why there is none
@@ -126,20 +124,6 @@ def _transfer_columns() -> list[Column]:
         *(_task_column(f"format {m}", FORMAT, m) for m in ("strict_acc", "loose_acc")),
         _column("drift", "drift_kl", lambda s: drift_metric(s.record)),
     ]
-
-
-SPLIT_LABELS = {
-    "train": "training prompts",
-    "interp": "interpolation",
-    "unseen": "unseen",
-    "heldout": "held-out",
-    "wide": "widened 2x",
-}
-DIAGNOSTIC_LABELS = {  # numbers.DIAGNOSTIC_TASKS': shown where a record has them
-    "validation": "validation families",
-    "names_heldout": "held-out names",
-    "names_train": "training names",
-}
 
 
 def _trained(record: RunRecord) -> tuple[str, float] | None:

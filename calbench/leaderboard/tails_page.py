@@ -17,13 +17,14 @@ from pathlib import Path
 import numpy as np
 from tabulate import tabulate
 
-from calbench.leaderboard.numbers import NUMERIC_SPLITS, QUICK, SAMPLING_TASKS, Scored, ranked, scored
+from calbench.leaderboard.numbers import Scored, ranked, scored
 from calbench.leaderboard.record_types import RunRecord
 from calbench.metrics import tails
 from calbench.metrics.calibration import Prompt
 from calbench.metrics.prompt_scores import prompt_rows
 from calbench.provenance import atomic_write
 from calbench.stats import fmt
+from calbench.task_names import NUMERIC_SPLITS, QUICK, SAMPLING_TASKS
 
 TABLE = "tails.md"
 SPLITS = {**{SAMPLING_TASKS[s]: s for s in NUMERIC_SPLITS}, QUICK: "quick"}
