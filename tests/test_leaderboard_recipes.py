@@ -11,8 +11,9 @@ import pytest
 
 from calbench import cli
 from calbench.leaderboard import recipes, store
-from calbench.leaderboard.recipe_fields import RecipeError, merge, train_arguments
+from calbench.leaderboard.recipe_fields import RecipeError, merge
 from calbench.leaderboard.recipes import load_row
+from calbench.train_record import train_arguments
 
 ROOT = Path(__file__).resolve().parents[1]
 ROWS = ROOT / "leaderboards" / "rows"

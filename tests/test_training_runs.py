@@ -528,8 +528,7 @@ def test_same_as_names_the_record_and_the_option_of_a_hand_edited_value(edit, na
 def test_a_recipes_options_are_checked_by_the_config_and_parse_back_to_it(options):
     """The deliverable shared with issue 50: a recipe's ``train:`` becomes one ``TrainConfig``
     (typed, validated) and its command line parses back to that very config."""
-    from calbench.leaderboard.recipe_fields import train_arguments
-    from calbench.train_record import as_trained
+    from calbench.train_record import as_trained, train_arguments
     from calbench.training.cli import build_parser
     from calbench.training.config import from_args, from_options
 

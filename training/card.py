@@ -6,9 +6,8 @@ import platform
 from typing import Any
 
 from calbench import model_catalogue
-from calbench.leaderboard.card import CARD_AFTER_EVALUATION, CARD_EVALUATION
 from calbench.provenance import package_versions
-from calbench.train_record import logged_loss
+from calbench.train_record import CARD_AFTER_EVALUATION, CARD_EVALUATION, logged_loss
 from calbench.training.config import ResolvedTrainConfig, TrainConfig
 from calbench.training.methods import METHODS
 

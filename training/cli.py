@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from calbench.train_record import NOT_IDENTITY, as_trained
+from calbench.train_record import NOT_IDENTITY, TRAIN_RECORD, as_trained
 from calbench.training.config import TrainConfig, add_arguments, from_args, typed
 
 
@@ -29,7 +29,7 @@ def same_as(config: TrainConfig, adapter: Path) -> list[str]:
     """``option: asked X, adapter Y`` for each option that decides training where ``config`` and
     the run that made ``adapter`` differ (both resolved; an option the adapter's file lacks was
     added to calbench train later, and had the effect its default had then: ``train_record.BEFORE``)."""
-    path = adapter / "calbench_train.json"
+    path = adapter / TRAIN_RECORD
     try:
         recorded = dict(json.loads(path.read_text())["config"])
     except (OSError, ValueError, KeyError, TypeError) as err:

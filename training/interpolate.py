@@ -22,12 +22,13 @@ from typing import Any
 
 from calbench import model_catalogue
 from calbench.provenance import write_json
+from calbench.train_record import INTERPOLATED, TRAIN_RECORD
 
 WEIGHTS = "model.safetensors"
-RECORD = "calbench_interpolated.json"
+RECORD = INTERPOLATED
 COPIED = (
     *("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja"),
-    *("special_tokens_map.json", "calbench_train.json"),
+    *("special_tokens_map.json", TRAIN_RECORD),
 )
 
 
@@ -62,7 +63,7 @@ def interpolate(base: Path, tuned: Path, alpha: float, output: Path) -> dict[str
             shutil.copy2(tuned / name, output / name)
     save_file(mixed, str(output / WEIGHTS), metadata={"format": "pt"})
     record: dict[str, Any] = {"base": model_catalogue.base_model(str(base)), "alpha": alpha}
-    summary = tuned / "calbench_train.json"
+    summary = tuned / TRAIN_RECORD
     if summary.is_file():
         record["tuned_run"] = json.loads(summary.read_text())
     write_json(output / RECORD, record)

@@ -40,19 +40,24 @@ from pathlib import Path
 from typing import Any
 
 from calbench.provenance import atomic_write, exclusive_lock, sha256_file, weights_hash
-from calbench.train_record import NOT_IDENTITY, as_trained
+from calbench.train_record import (
+    ADAPTER,
+    CHECKPOINT,
+    CHECKPOINT_FILE,
+    NOT_IDENTITY,
+    RUN_FILE,
+    TRAINER_STATE,
+    as_trained,
+)
 from calbench.training.config import ResolvedTrainConfig, TrainConfig
 
-RUN_FILE = "calbench_run.json"
-CHECKPOINT_FILE = "calbench_checkpoint.json"
-ADAPTER = "adapter"
 PARTIAL = ".adapter.partial"  # the new adapter while it is written
 PREVIOUS = ".adapter.previous"  # the replaced adapter until it is deleted
 LOCK = ".calbench_train.lock"  # held (flock) by the process that uses the run folder
 # What transformers writes into every checkpoint of a LoRA run (with rng_state*.pth).
-CHECKPOINT_PARTS = ("adapter_model.safetensors", "optimizer.pt", "scheduler.pt", "trainer_state.json")
+CHECKPOINT_PARTS = ("adapter_model.safetensors", "optimizer.pt", "scheduler.pt", TRAINER_STATE)
 FULL_WEIGHTS = "model.safetensors"  # a full fine-tune's checkpoint holds the whole model instead of an adapter
-_CHECKPOINT = re.compile(r"checkpoint-(\d+)$")
+_CHECKPOINT = re.compile(rf"{CHECKPOINT}(\d+)$")
 
 
 class RunFolderError(ValueError):
@@ -129,7 +134,7 @@ def write_json(path: Path, data: dict[str, Any], root: Path | None = None) -> No
 
 def checkpoints(folder: Path) -> list[tuple[int, Path]]:
     """Every ``checkpoint-N`` folder, newest first."""
-    found = [(int(m.group(1)), p) for p in folder.glob("checkpoint-*") if (m := _CHECKPOINT.search(p.name))]
+    found = [(int(m.group(1)), p) for p in folder.glob(f"{CHECKPOINT}*") if (m := _CHECKPOINT.search(p.name))]
     return sorted(found, reverse=True)
 
 

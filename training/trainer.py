@@ -33,7 +33,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from calbench import model_catalogue
 from calbench.backends.tree_attention import cache_kwarg, output_cache
-from calbench.train_record import logged_loss, mean_logged_loss
+from calbench.train_record import TRAIN_RECORD, TRAINER_STATE, logged_loss, mean_logged_loss
 from calbench.training import card, run_folder
 from calbench.training.config import Accumulation, ResolvedTrainConfig, TrainConfig
 from calbench.training.data import TrainingSet
@@ -352,7 +352,7 @@ def _train_or_finish(trainer: CalibrationTrainer, checkpoint: Path | None) -> An
     after it, before the adapter was written) is not trained on (transformers would take one
     more step): its weights and state are loaded, and the run ends there."""
     if checkpoint is not None:
-        state = TrainerState.load_from_json(str(checkpoint / "trainer_state.json"))
+        state = TrainerState.load_from_json(str(checkpoint / TRAINER_STATE))
         if state.max_steps > 0 and state.global_step >= state.max_steps:
             from peft import set_peft_model_state_dict
             from safetensors.torch import load_file
@@ -423,7 +423,7 @@ def _install(trainer: CalibrationTrainer, data: TrainingSet, resolved: ResolvedT
         "versions": card.versions(),
         "distribution": data.distribution,
     }
-    (tmp / "calbench_train.json").write_text(json.dumps(summary, indent=2))
+    (tmp / TRAIN_RECORD).write_text(json.dumps(summary, indent=2))
     (tmp / "README.md").write_text(card.render(resolved, summary))
     final = run_folder.install_adapter(folder, tmp)
     run_folder.finish(folder, summary)

@@ -22,6 +22,7 @@ from calbench.leaderboard.record_types import RunRecord
 from calbench.leaderboard.render import HEADLINE, split_score_columns, table_rows
 from calbench.leaderboard.store import named_records
 from calbench.provenance import atomic_write
+from calbench.train_record import CARD_AFTER_EVALUATION, CARD_EVALUATION
 
 
 def card_evaluation(records: Sequence[RunRecord | Scored]) -> str:
@@ -36,10 +37,6 @@ def card_evaluation(records: Sequence[RunRecord | Scored]) -> str:
     commands = "\n".join(f"- {s.name}: `{s.record['command'].strip()}`" for s in ready)
     note = "calbench leaderboard run records; value ± 95% interval half-width. Reproduce with:"
     return "\n\n".join(parts) + f"\n\n{note}\n\n{commands}"
-
-
-CARD_EVALUATION = "## Evaluation"
-CARD_AFTER_EVALUATION = "The resolved training configuration"
 
 
 def splice_card(card: str, evaluation: str) -> str:

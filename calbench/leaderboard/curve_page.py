@@ -33,7 +33,7 @@ from calbench.name_pairs import NO_IDENTITY, pairs
 from calbench.provenance import atomic_write
 from calbench.stats import UNDEFINED, Z95, Estimate, fmt
 from calbench.task_names import DIAGNOSTIC_LABELS, DIAGNOSTIC_TASKS, NAMES, QUICK, SPLIT_LABELS, SPLIT_TASKS
-from calbench.train_record import as_trained
+from calbench.train_record import trained_option
 
 RETENTION = {
     "calbench_arithmetic": "exact_flexible",
@@ -410,7 +410,7 @@ def write(
         " (`calbench.leaderboard.numbers.Scored.split_score`, `split_following`)."
     )
     summed = any(
-        as_trained(run.train).get("accumulation") == "legacy" and run.train.get("method") == "hard"
+        trained_option(run.train, "accumulation") == "legacy" and run.train.get("method") == "hard"
         for run in curves.runs
         if run.name in points
     )

@@ -16,38 +16,28 @@ import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from calbench.leaderboard import store
 from calbench.leaderboard.checks import RefusedRunError
 from calbench.leaderboard.curves import CurveRun, Curves
 from calbench.leaderboard.numbers import Scored
-from calbench.leaderboard.recipe_fields import train_arguments
 from calbench.leaderboard.recipes import Recipe
 from calbench.leaderboard.record_types import RunRecord
 from calbench.leaderboard.rows import WORKDIR, not_trained_as, run_calbench, run_row, say, training_failed
 from calbench.provenance import write_json
 from calbench.stats import Estimate
 from calbench.task_names import EXACT_TASKS, LIKELIHOOD_TASKS, SAMPLING_TASKS
-from calbench.train_record import logged_loss
-
-
-def checkpoints(train_folder: Path) -> list[tuple[int, Path]]:
-    """A run folder's complete checkpoints (calbench marks them), by step."""
-    found = []
-    for p in Path(train_folder).glob("checkpoint-*"):
-        weights = ("adapter_model.safetensors", "model.safetensors")  # LoRA, or a full fine-tune
-        if (p / "calbench_checkpoint.json").is_file() and any((p / w).is_file() for w in weights):
-            found.append((int(p.name.removeprefix("checkpoint-")), p))
-    return sorted(found)
-
-
-def _trainer_log(checkpoint: Path | None) -> list[dict[str, Any]]:
-    """A checkpoint's training log (transformers' ``trainer_state.json``), or nothing."""
-    state = None if checkpoint is None else checkpoint / "trainer_state.json"
-    if state is None or not state.is_file():
-        return []
-    return list(json.loads(state.read_text()).get("log_history", []))
+from calbench.train_record import (
+    ADAPTER,
+    CHECKPOINT_FILE,
+    INTERPOLATED,
+    RUN_FILE,
+    TRAIN_RECORD,
+    complete_checkpoints,
+    logged_loss,
+    train_arguments,
+    trainer_log,
+)
 
 
 def scored(found: Sequence[tuple[int, Path]], every: int, done: bool) -> list[tuple[int, Path]]:
@@ -102,23 +92,23 @@ def run_curves(
         if run.interpolate is not None:
             written += _interpolated(curves, run, workdir)
             continue
-        done = (train_folder / "adapter" / "calbench_train.json").is_file()
-        if not train and not done and not checkpoints(train_folder):
+        done = (train_folder / ADAPTER / TRAIN_RECORD).is_file()
+        if not train and not done and not complete_checkpoints(train_folder):
             say(f"{run.name}: no complete checkpoint in {train_folder} yet: nothing scored")
             continue
         if train and not done:
             args = [*train_arguments(run.model, run.train), "--output", str(train_folder), "--keep-checkpoints", "0"]
-            if (train_folder / "calbench_run.json").is_file():
+            if (train_folder / RUN_FILE).is_file():
                 args.append("--resume")
             say(f"{run.name}: training: calbench train {' '.join(args)}")
             if run_calbench(["train", *args]).returncode != 0:
                 raise RefusedRunError(training_failed(run.name, train_folder))
-        summary_file = train_folder / "adapter" / "calbench_train.json"
+        summary_file = train_folder / ADAPTER / TRAIN_RECORD
         summary = json.loads(summary_file.read_text()) if summary_file.is_file() else None
         if summary is not None:
-            check_trained_as(run, train_folder / "adapter")
+            check_trained_as(run, train_folder / ADAPTER)
         every = run.score_every or curves.score_every
-        points = to_score(checkpoints(train_folder), every, summary is not None, curves.score_base)
+        points = to_score(complete_checkpoints(train_folder), every, summary is not None, curves.score_base)
         if summary is not None:
             drop_stale_points(curves, run, {step for step, _ in points})
         for step, adapter in points:
@@ -127,10 +117,10 @@ def run_curves(
                 _share_base(curves, run)
             path = run_row(recipe, workdir / run.name / "points")
             record = portable(light(store.load_record(path)), workdir, run.name)
-            marker = json.loads((adapter / "calbench_checkpoint.json").read_text()) if adapter else {}
+            marker = json.loads((adapter / CHECKPOINT_FILE).read_text()) if adapter else {}
             cost = summary or {"steps": step, **marker}  # the run's averages, or so far
             examples = step * int(run.train["effective_batch"])
-            history = summary["loss_history"] if summary else _trainer_log(adapter)
+            history = summary["loss_history"] if summary else trainer_log(adapter)
             record["curve"] = {
                 **({} if step == 0 else {"train_loss": logged_loss(history, step)}),
                 "run": run.name,
@@ -154,12 +144,12 @@ def _interpolated(curves: Curves, run: CurveRun, workdir: Path) -> list[Path]:
     recipe's final protocol."""
     assert run.interpolate is not None
     source, alpha = run.interpolate
-    tuned = workdir / source / "train" / "adapter"
-    if not (tuned / "calbench_train.json").is_file():
+    tuned = workdir / source / "train" / ADAPTER
+    if not (tuned / TRAIN_RECORD).is_file():
         say(f"{run.name}: {source} has not finished training: nothing interpolated yet")
         return []
-    model = workdir / run.name / "train" / "adapter"
-    if not (model / "calbench_interpolated.json").is_file():
+    model = workdir / run.name / "train" / ADAPTER
+    if not (model / INTERPOLATED).is_file():
         args = [
             "interpolate",
             "--base",
@@ -174,7 +164,7 @@ def _interpolated(curves: Curves, run: CurveRun, workdir: Path) -> list[Path]:
         say(f"{run.name}: calbench {' '.join(args)}")
         if run_calbench(args).returncode != 0:
             raise RefusedRunError(f"{run.name}: calbench interpolate failed (its output is above)")
-    summary = json.loads((model / "calbench_train.json").read_text())
+    summary = json.loads((model / TRAIN_RECORD).read_text())
     step = int(summary["steps"])
     path = run_row(point_row(curves, run, step, model, last=True), workdir / run.name / "points")
     record = portable(light(store.load_record(path)), workdir)
@@ -288,7 +278,7 @@ CHOICE = "calbench_choice.json"  # what ``choose`` wrote beside the checkpoint i
 COPIED_FILES = (  # a checkpoint's model or adapter, its tokenizer and marker: not its optimizer's state
     *("model.safetensors", "adapter_model.safetensors", "adapter_config.json", "config.json"),
     *("generation_config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja"),
-    *("special_tokens_map.json", "calbench_checkpoint.json"),
+    *("special_tokens_map.json", CHECKPOINT_FILE),
 )
 
 
@@ -321,11 +311,11 @@ def choose(curves: Curves, run_name: str, workdir: Path = WORKDIR, split: str = 
     if not scores:
         raise RefusedRunError(f"{run.name}: no stored point scored on {split} in {folder}: run its curve first")
     best = max(scores, key=lambda step: (scores[step].value, -step))
-    found = dict(checkpoints(workdir / run.name / "train"))
+    found = dict(complete_checkpoints(workdir / run.name / "train"))
     source = found.get(best)
-    if source is None and (workdir / run.name / "train" / "adapter" / "calbench_train.json").is_file():
-        summary = json.loads((workdir / run.name / "train" / "adapter" / "calbench_train.json").read_text())
-        source = workdir / run.name / "train" / "adapter" if int(summary["steps"]) == best else None
+    if source is None and (workdir / run.name / "train" / ADAPTER / TRAIN_RECORD).is_file():
+        summary = json.loads((workdir / run.name / "train" / ADAPTER / TRAIN_RECORD).read_text())
+        source = workdir / run.name / "train" / ADAPTER if int(summary["steps"]) == best else None
     if source is None:
         raise RefusedRunError(
             f"{run.name}: step {best} scores best on {split}, but its checkpoint is gone from {workdir}"

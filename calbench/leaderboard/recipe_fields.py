@@ -14,7 +14,6 @@ import copy
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ import yaml
 
 from calbench.leaderboard.checks import RefusedRunError, check_name
 from calbench.policy import MAX_SAMPLES
-from calbench.train_record import NOT_IDENTITY, OPTIONS, as_trained
+from calbench.train_record import NOT_IDENTITY, OPTIONS, train_arguments
 
 DEFAULTS = "defaults.yaml"
 RESULTS = Path("leaderboards") / "results"
@@ -267,21 +266,3 @@ def evaluations_of(path: Path, specs: Any, chat: bool, has_adapter: bool) -> tup
         out.append(Evaluation(str(name), "lm-eval", tuple(tasks), n, dict(metadata), own_chat))
     need(bool(out), path, "evaluations", "every evaluation is skipped: nothing to run")
     return tuple(out)
-
-
-TRAINING_GROUP = "calbench.training"  # the training add-on's entry points (pyproject.toml)
-
-
-def train_arguments(model: str, train: Mapping[str, Any]) -> list[str]:
-    """``calbench train``'s command-line options for a recipe's training config, typed and validated
-    by the add-on's own ``TrainConfig`` (its ``recipe_arguments``, reached through its entry point:
-    the core never imports the add-on); a ``ValueError`` naming each bad option. A recipe means
-    what it meant when written: the training prompts it does not state are the paper's grid, fresh
-    parameters' ranges it does not state are not widened (``train_record.as_trained``), whatever
-    calbench train's default is now."""
-    found = [e for e in metadata.entry_points(group=TRAINING_GROUP) if e.name == "recipe_arguments"]
-    if not found:
-        raise ValueError(
-            "the training add-on is not installed, so its options cannot be checked (reinstall calbench: pip install -e .)"
-        )
-    return list(found[0].load()(model, as_trained(train)))

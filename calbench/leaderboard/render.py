@@ -38,7 +38,7 @@ from calbench.param_ranges import in_range
 from calbench.provenance import atomic_write
 from calbench.stats import Estimate, fmt
 from calbench.task_names import EXACT_TASKS, LIKELIHOOD_TASKS, SAMPLING_TASKS, SPLIT_LABELS
-from calbench.train_record import as_trained
+from calbench.train_record import trained_option
 
 Cell = Estimate | str  # a value with its standard error, or why there is none
 Column = tuple[str, Callable[[Scored], Cell]]
@@ -128,12 +128,12 @@ def _transfer_columns() -> list[Column]:
 
 def _trained(record: RunRecord) -> tuple[str, float] | None:
     """An adapter's training prompts and the factor their ranges were widened by (1 for the grid),
-    from its recipe (``train_record.as_trained``); None without a training recipe."""
+    from its recipe, as trained (``train_record.trained_option``); None without a training recipe."""
     train = ((record.get("recipe") or {}).get("adapter") or {}).get("train")
     if not isinstance(train, Mapping):
         return None
-    train = as_trained(train)
-    return train["parameters"], 1.0 if train["parameters"] == "grid" else float(train["widen"])
+    parameters = trained_option(train, "parameters")
+    return parameters, 1.0 if parameters == "grid" else float(trained_option(train, "widen"))
 
 
 def training_prompts(record: RunRecord) -> str:

@@ -38,10 +38,11 @@ from typing import Any, cast
 from calbench import lm_eval_io, model_catalogue
 from calbench.leaderboard import store
 from calbench.leaderboard.checks import RefusedRunError
-from calbench.leaderboard.recipe_fields import Evaluation, RecipeError, train_arguments
+from calbench.leaderboard.recipe_fields import Evaluation, RecipeError
 from calbench.leaderboard.recipes import Recipe
 from calbench.leaderboard.record_types import EvaluationPart, RunRecord
 from calbench.provenance import sha256_json, weights_hash, write_json
+from calbench.train_record import ADAPTER, RUN_FILE, TRAIN_RECORD, train_arguments
 
 WORKDIR = Path("calbench_results") / "rows"
 MARKER = "calbench_evaluation.json"  # written when an evaluation has finished
@@ -81,15 +82,15 @@ def ensure_adapter(recipe: Recipe, workdir: Path) -> None:
         raise RecipeError(f"{recipe.path}: no adapter at {folder}, and no adapter.train to make one")
     run = workdir / recipe.name / "train"
     args = [*train_arguments(recipe.model, recipe.train), "--output", str(run)]
-    if (run / "calbench_run.json").is_file():
+    if (run / RUN_FILE).is_file():
         args.append("--resume")
     say(f"{recipe.name}: training the adapter: calbench train {shlex.join(args)}")
     if run_calbench(["train", *args]).returncode != 0:
         raise RefusedRunError(training_failed(recipe.name, run))
     partial = folder.with_name(folder.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
-    shutil.copytree(run / "adapter", partial, ignore=shutil.ignore_patterns(*ADAPTER_FILES_LEFT_OUT))
-    portable_output(partial / "calbench_train.json", recipe.name)
+    shutil.copytree(run / ADAPTER, partial, ignore=shutil.ignore_patterns(*ADAPTER_FILES_LEFT_OUT))
+    portable_output(partial / TRAIN_RECORD, recipe.name)
     partial.rename(folder)
     say(f"{recipe.name}: adapter written to {folder}")
 
@@ -111,7 +112,7 @@ def not_trained_as(model: str, train: Mapping[str, Any], adapter: Path) -> str |
 def training_failed(name: str, run: Path) -> str:
     """What a failed ``calbench train`` left: a run folder to resume, or nothing (it never started:
     a missing model, a bad option; calbench train said why above)."""
-    if (run / "calbench_run.json").is_file():
+    if (run / RUN_FILE).is_file():
         return f"{name}: training failed (its run folder {run} is kept: rerun to resume)"
     return f"{name}: training did not start (nothing was written; calbench train's message above says why)"
 
