@@ -130,7 +130,7 @@ def _delta_run(value: str, results_dir: Path) -> Any:
     """A retention-delta side: an lm-eval results file (with its samples logs), or a run record
     (a record file, or a record's name in the store)."""
     from calbench import retention_delta
-    from calbench.leaderboard import store
+    from calbench.leaderboard.records import store
 
     path = Path(value)
     if path.is_file() and store.is_record_file(path):
@@ -155,7 +155,7 @@ LEADERBOARD_ERRORS = (ValueError, OSError, KeyError)  # RefusedRunError and Reci
 
 
 def cmd_leaderboard_add(args: argparse.Namespace) -> int:
-    from calbench.leaderboard import store
+    from calbench.leaderboard.records import store
 
     path = store.add_record(
         args.name, args.type, args.results, args.command, args.results_dir, args.drift, args.adapter, args.replace
@@ -165,7 +165,7 @@ def cmd_leaderboard_add(args: argparse.Namespace) -> int:
 
 
 def cmd_leaderboard_card(args: argparse.Namespace) -> int:
-    from calbench.leaderboard import card
+    from calbench.leaderboard.pages import card
 
     print(f"written: {card.update_card(args.adapter, args.records, args.results_dir)}")
     return 0
@@ -174,7 +174,8 @@ def cmd_leaderboard_card(args: argparse.Namespace) -> int:
 def cmd_leaderboard_export(args: argparse.Namespace) -> int:
     import time
 
-    from calbench.leaderboard import export, store
+    from calbench.leaderboard.pages import export
+    from calbench.leaderboard.records import store
 
     (record,) = store.named_records(args.results_dir, [args.name])
     output = args.output or Path(f"{args.name}.eee.json")
@@ -183,7 +184,8 @@ def cmd_leaderboard_export(args: argparse.Namespace) -> int:
 
 
 def cmd_leaderboard_tradeoff(args: argparse.Namespace) -> int:
-    from calbench.leaderboard import store, tradeoff
+    from calbench.leaderboard.pages import tradeoff
+    from calbench.leaderboard.records import store
 
     base, *adapters = store.named_records(args.results_dir, [args.base, *args.adapters])
     command = shlex.join(
@@ -195,7 +197,7 @@ def cmd_leaderboard_tradeoff(args: argparse.Namespace) -> int:
 
 
 def cmd_leaderboard_compare(args: argparse.Namespace) -> int:
-    from calbench.leaderboard import store
+    from calbench.leaderboard.records import store
 
     a, b = (store.load_record(Path(p)) for p in (args.first, args.second))
     differ = store.differences(a, b)
@@ -216,7 +218,7 @@ def cmd_leaderboard_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_leaderboard_rescore(args: argparse.Namespace) -> int:
-    from calbench.leaderboard import rescoring
+    from calbench.leaderboard.records import rescoring
 
     if not rescoring.record_files(args.records):
         raise FileNotFoundError(f"no run record in {', '.join(map(str, args.records))}")
@@ -230,10 +232,10 @@ def cmd_leaderboard_rescore(args: argparse.Namespace) -> int:
 
 
 def _render(args: argparse.Namespace) -> None:
-    from calbench.leaderboard import publish
+    from calbench.leaderboard.pages import render
 
     readme = None if args.no_readme else args.readme
-    for path in publish.render_all(args.results_dir, args.output, readme, args.rows, draw=not args.no_plots):
+    for path in render.render_all(args.results_dir, args.output, readme, args.rows, draw=not args.no_plots):
         print(f"written: {path}")
 
 
@@ -261,7 +263,7 @@ def _from_the_root(args: argparse.Namespace) -> None:
     paths given on the command line kept as they were meant). A recipe outside a repository's
     ``leaderboards/rows`` needs a store to write to: the current folder's or ``--results-dir``. The
     options left at their defaults (the work folder, the rendered pages) are the root's."""
-    from calbench.leaderboard.checks import RefusedRunError
+    from calbench.leaderboard.errors import RefusedRunError
 
     root = _repository_root(args.recipes)
     if root is None:
@@ -283,14 +285,15 @@ def _from_the_root(args: argparse.Namespace) -> None:
 
 
 def cmd_leaderboard_run(args: argparse.Namespace) -> int:
-    from calbench.leaderboard import recipes, runner
-    from calbench.leaderboard.checks import RefusedRunError
+    from calbench.leaderboard.errors import RefusedRunError
+    from calbench.leaderboard.recipes import loader
+    from calbench.leaderboard.run import runner
 
     only = [e.strip() for e in args.only.split(",") if e.strip()] if args.only is not None else None
     if only == []:
         raise RefusedRunError(f"--only {args.only!r} names nothing: give evaluation or run names, comma-separated")
     _from_the_root(args)
-    loaded = [recipes.load(path) for path in args.recipes]  # every recipe read and checked before anything runs
+    loaded = [loader.load(path) for path in args.recipes]  # every recipe read and checked before anything runs
     options = runner.RunOptions(args.workdir, args.results_dir, only, args.rerun, args.replace, not args.no_train)
     for path in runner.run_all(loaded, options):
         print(f"written: {path}")
@@ -302,7 +305,8 @@ def cmd_leaderboard_run(args: argparse.Namespace) -> int:
 
 
 def cmd_leaderboard_choose(args: argparse.Namespace) -> int:
-    from calbench.leaderboard import curve_run, curves
+    from calbench.leaderboard.recipes import curves
+    from calbench.leaderboard.run import curve_run
 
     recipe = curves.load(args.recipe)
     out = curve_run.choose(recipe, args.run, args.workdir, args.split)

@@ -157,7 +157,7 @@ def run(
         print(f"== {system.name}: done in {time.monotonic() - start:.0f} s", file=sys.stderr, flush=True)
     plot = output / "pit.png"
     try:
-        from calbench.leaderboard import plots
+        from calbench.leaderboard.pages import plots
 
         plots.draw_pit_systems([(o.name, o.rows) for o in outcomes], plot)
         plotted = f"PIT histograms (flat = exact sampling): {plot}"

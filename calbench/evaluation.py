@@ -467,7 +467,7 @@ def unresolved_tasks(names: Sequence[str]) -> list[str]:
     """The ``names`` that are neither a task, tag or group of calbench's YAML nor a name of
     lm-eval's own task index (built only if a name is not calbench's, about 5 s). lm-eval reads
     any other name that is a file as a task YAML and imports the Python its ``!function`` names
-    beside it: a recipe's tasks must all resolve here (``calbench.leaderboard.runner.check``)."""
+    beside it: a recipe's tasks must all resolve here (``calbench.leaderboard.run.runner.check``)."""
     rest = [n for n in names if n not in calbench_task_names(tasks_path())]
     if not rest:
         return []

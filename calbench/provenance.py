@@ -1,7 +1,7 @@
 """Where a result came from: package versions, file hashes, calbench's commit, and safe writes.
 
 The one home of what run records, adapter cards and training runs say about themselves
-(``calbench.leaderboard.store``, ``calbench.training``), and of the write that never
+(``calbench.leaderboard.records.store``, ``calbench.training``), and of the write that never
 leaves a half-written file behind.
 """
 

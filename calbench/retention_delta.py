@@ -9,7 +9,7 @@ the noise of the items both runs share cancels, which the difference of two inde
 standard errors overstates. Metrics whose per-item values are not numbers (a perplexity's
 per-document log-likelihood and length) are listed with their unpaired difference, marked so.
 
-A run is either a run record (its stored per-item scores: ``calbench.leaderboard.store``)
+A run is either a run record (its stored per-item scores: ``calbench.leaderboard.records.store``)
 or an lm-eval results file with its samples logs; both become the same ``Run``.
 
 The mean of per-item scores is what lm-eval reports for ``mean``-aggregated metrics;

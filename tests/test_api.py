@@ -330,7 +330,8 @@ def test_an_interrupted_run_resumes_from_the_cache_without_paying_again(tmp_path
 @pytest.mark.integration
 def test_the_record_and_the_page_state_the_endpoint_and_what_was_sent(tmp_path, monkeypatch):
     from calbench import lm_eval_io
-    from calbench.leaderboard import render, store
+    from calbench.leaderboard.pages import board
+    from calbench.leaderboard.records import store
 
     with SeededServer() as server:
         argv = [
@@ -352,7 +353,7 @@ def test_the_record_and_the_page_state_the_endpoint_and_what_was_sent(tmp_path, 
     api = part["tasks"]["calbench_numeric_quick"]["api"]
     assert "top_k" not in api["sent"] and api["sent"]["temperature"] == 1.0 and api["requests_per_prompt"] == 2
     record = store.assemble_record("api-stub", "instruct", "calbench eval ...", {"main": part})
-    line = render._describe(record)
+    line = board._describe(record)
     assert (
         "stub at http://127.0.0.1" in line and "sent " in line and "top_p=1.0" in line and "a seed per sample" in line
     )

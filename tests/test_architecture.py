@@ -50,8 +50,8 @@ def graph() -> dict[str, set[str]]:
 
 def test_graph_sees_the_modules():
     g = graph()
-    assert {"calbench.cli", "calbench.leaderboard.render", "calbench.training.trainer"} <= set(g)
-    assert "calbench.leaderboard.numbers" in g["calbench.leaderboard.render"]
+    assert {"calbench.cli", "calbench.leaderboard.pages.board", "calbench.training.trainer"} <= set(g)
+    assert "calbench.leaderboard.pages.numbers" in g["calbench.leaderboard.pages.board"]
 
 
 def test_no_import_cycle():
@@ -256,10 +256,23 @@ def test_no_committed_file_holds_a_machine_path():
     assert not offenders, offenders[:10]
 
 
+LEADERBOARD = ROOT / "calbench" / "leaderboard"
+
+
+def _listed(doc: str | None) -> list[str]:
+    return re.findall(r"^\* ``(\w+)``:", doc or "", re.MULTILINE)
+
+
 def test_the_leaderboard_package_lists_its_modules():
-    """``calbench/leaderboard/__init__.py`` names each of its modules once, with its job, and no other."""
+    """``calbench/leaderboard/__init__.py`` names each of its rooms and modules once, with its job, and
+    no other; each room's ``__init__.py`` names each of its modules so."""
+    import importlib
+
     import calbench.leaderboard
 
-    listed = re.findall(r"^\* ``(\w+)``:", calbench.leaderboard.__doc__ or "", re.MULTILINE)
-    modules = {p.stem for p in (ROOT / "calbench" / "leaderboard").glob("*.py")} - {"__init__"}
-    assert sorted(listed) == sorted(modules)
+    rooms = sorted(p.name for p in LEADERBOARD.iterdir() if (p / "__init__.py").is_file())
+    modules = {p.stem for p in LEADERBOARD.glob("*.py")} - {"__init__"}
+    assert sorted(_listed(calbench.leaderboard.__doc__)) == sorted([*rooms, *modules])
+    for room in rooms:
+        doc = importlib.import_module(f"calbench.leaderboard.{room}").__doc__
+        assert sorted(_listed(doc)) == sorted({p.stem for p in (LEADERBOARD / room).glob("*.py")} - {"__init__"}), room

@@ -18,7 +18,8 @@ import pytest
 import yaml
 
 from calbench.cache import cache_dir
-from calbench.leaderboard import card, export, store
+from calbench.leaderboard.pages import card, export
+from calbench.leaderboard.records import store
 
 ROOT = Path(__file__).resolve().parent.parent
 BOARD = ROOT / "leaderboards"

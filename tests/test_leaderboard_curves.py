@@ -9,8 +9,11 @@ from pathlib import Path
 import pytest
 
 from calbench import cli
-from calbench.leaderboard import curve_page, curve_run, curves, store
-from calbench.leaderboard.recipes import RecipeError
+from calbench.leaderboard.errors import RecipeError
+from calbench.leaderboard.pages import curve_page
+from calbench.leaderboard.recipes import curves
+from calbench.leaderboard.records import store
+from calbench.leaderboard.run import curve_run
 from calbench.train_record import logged_loss
 
 ROOT = Path(__file__).resolve().parents[1]

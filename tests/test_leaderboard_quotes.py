@@ -1,4 +1,4 @@
-"""Numbers the hand-written prose quotes from the rendered tables (``calbench.leaderboard.quotes``):
+"""Numbers the hand-written prose quotes from the rendered tables (``calbench.leaderboard.pages.quotes``):
 the lookup and its refusals on made-up pages, and the committed pages: every quoted number is its
 cell's, and no number of a table is typed into the prose by hand."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from calbench.leaderboard import quotes
-from calbench.leaderboard.checks import RefusedRunError
+from calbench.leaderboard.errors import RefusedRunError
+from calbench.leaderboard.pages import quotes
 
 ROOT = Path(__file__).resolve().parents[1]
 BOARD = ROOT / "leaderboards"

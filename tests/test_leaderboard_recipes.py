@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 
 from calbench import cli
-from calbench.leaderboard import recipes, store
-from calbench.leaderboard.recipe_fields import RecipeError, merge
-from calbench.leaderboard.recipes import load_row
+from calbench.leaderboard.errors import RecipeError
+from calbench.leaderboard.recipes import loader
+from calbench.leaderboard.recipes.fields import merge
+from calbench.leaderboard.recipes.loader import load_row
+from calbench.leaderboard.records import store
 from calbench.train_record import train_arguments
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -125,7 +127,7 @@ def test_a_protocols_recipe_takes_a_number_of_samples_not_a_boolean(tmp_path):
         tmp_path, "protocols.yaml", "kind: protocols\nsamples_per_prompt: true\nsystems: [a]\nprotocols: [batch]\n"
     )
     with pytest.raises(RecipeError, match="samples_per_prompt: must be a whole number"):
-        recipes.load_protocols(path)
+        loader.load_protocols(path)
 
 
 HOSTILE_NAMES = [
@@ -160,7 +162,7 @@ def test_two_evaluations_named_alike_are_refused(tmp_path):
 
 @pytest.mark.parametrize(("name", "message"), HOSTILE_NAMES[:4])
 def test_a_curve_run_name_is_one_safe_folder_name(tmp_path, name, message):
-    from calbench.leaderboard import curves
+    from calbench.leaderboard.recipes import curves
 
     path = _write(
         tmp_path,
@@ -174,7 +176,7 @@ def test_a_curve_run_name_is_one_safe_folder_name(tmp_path, name, message):
 
 def test_the_published_recipes_read_and_match_their_records():
     stored = {r["name"]: r for r in store.load_records(ROOT / "leaderboards" / "results")}
-    paths = recipes.rows_in(ROWS)
+    paths = loader.rows_in(ROWS)
     assert {p.stem for p in paths} == set(stored)  # one recipe per published row, and no other
     for path in paths:
         recipe = load_row(path)
@@ -182,7 +184,7 @@ def test_the_published_recipes_read_and_match_their_records():
         assert record["recipe"] == recipe.resolved() and record["recipe_sha256"] == recipe.sha256(), recipe.name
         assert record["command"] == f"calbench leaderboard run leaderboards/rows/{path.name}"
         assert set(record["evaluations"]) == set(recipe.names()), recipe.name
-    matrix = recipes.load_protocols(ROWS / "protocols.yaml")
+    matrix = loader.load_protocols(ROWS / "protocols.yaml")
     protocol_store = {r["name"]: r for r in store.load_records(ROOT / "leaderboards" / "results" / "protocols")}
     assert {r.name for r in matrix} == set(protocol_store)
     for recipe in matrix:
@@ -191,38 +193,38 @@ def test_the_published_recipes_read_and_match_their_records():
             "calbench_numeric_quick",
             "calbench_numeric_quick_batch",
         ]
-    trade = recipes.load_tradeoff(ROWS / "tradeoff.yaml")
+    trade = loader.load_tradeoff(ROWS / "tradeoff.yaml")
     assert {trade.base, *trade.adapters} <= set(stored)
 
 
 def test_one_loader_reads_every_recipe_as_its_kind():
-    """``recipes.load`` gives each published recipe file its kind's object, the same one its kind's loader gives."""
-    from calbench.leaderboard import curves
+    """``loader.load`` gives each published recipe file its kind's object, the same one its kind's loader gives."""
+    from calbench.leaderboard.recipes import curves
 
-    expected = {"row": recipes.Recipe, "protocols": recipes.ProtocolMatrix, "tradeoff": recipes.TradeoffRecipe}
+    expected = {"row": loader.Recipe, "protocols": loader.ProtocolMatrix, "tradeoff": loader.TradeoffRecipe}
     expected["curve"] = curves.Curves
     kinds = set()
-    for path in recipes.recipe_files(ROWS):
-        kind = recipes.kind_of(path)
-        loaded = recipes.load(path)
+    for path in loader.recipe_files(ROWS):
+        kind = loader.kind_of(path)
+        loaded = loader.load(path)
         assert isinstance(loaded, expected[kind]), path.name
         kinds.add(kind)
         if kind == "row":
             assert loaded == load_row(path)
         elif kind == "protocols":
-            assert list(loaded.rows) == recipes.load_protocols(path)
+            assert list(loaded.rows) == loader.load_protocols(path)
         elif kind == "curve":
             assert loaded == curves.load(path)
-    assert kinds == set(recipes.KINDS)
-    assert "defaults.yaml" not in {p.name for p in recipes.recipe_files(ROWS)}
+    assert kinds == set(loader.KINDS)
+    assert "defaults.yaml" not in {p.name for p in loader.recipe_files(ROWS)}
 
 
 @pytest.mark.integration
 def test_a_committed_adapter_is_checked_against_its_recipe():
     """Each published adapter's calbench_train.json agrees with its recipe (calbench train --same-as)."""
-    from calbench.leaderboard.rows import ensure_adapter
+    from calbench.leaderboard.run.rows import ensure_adapter
 
-    for path in recipes.rows_in(ROWS):
+    for path in loader.rows_in(ROWS):
         recipe = load_row(path)
         if recipe.adapter is not None:
             # a missing adapter would be trained: a published row's must be committed
@@ -232,8 +234,8 @@ def test_a_committed_adapter_is_checked_against_its_recipe():
 
 @pytest.mark.integration
 def test_an_adapter_trained_otherwise_is_refused(tmp_path):
-    from calbench.leaderboard.checks import RefusedRunError
-    from calbench.leaderboard.rows import ensure_adapter
+    from calbench.leaderboard.errors import RefusedRunError
+    from calbench.leaderboard.run.rows import ensure_adapter
 
     soft = ROOT / "leaderboards" / "adapters" / "smollm2-135m-instruct-soft"
     row = _write(
@@ -351,7 +353,7 @@ def test_the_demo_shows_each_methods_best_smollm2_adapter_on_the_leaderboard():
     with (ROOT / "leaderboards" / "tables" / "headline.csv").open() as f:
         scores = {row["system"]: float(row["score ↑"].split(" ± ")[0]) for row in csv.DictReader(f)}
     best: dict[str, float] = {}
-    for path in recipes.rows_in(ROWS):
+    for path in loader.rows_in(ROWS):
         recipe = load_row(path)
         if recipe.adapter is None or recipe.model != "smollm2-135m-instruct" or recipe.train is None:
             continue
@@ -533,7 +535,7 @@ def test_a_run_goes_to_the_repository_root_of_its_recipe(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     _write(tmp_path / "mine", "row.yaml", "type: reference\n")
     args = argparse.Namespace(recipes=[tmp_path / "mine" / "row.yaml"], workdir=Path("w"), results_dir=None)
-    from calbench.leaderboard.checks import RefusedRunError
+    from calbench.leaderboard.errors import RefusedRunError
 
     with pytest.raises(RefusedRunError, match="not in a repository's leaderboards/rows"):
         cli._from_the_root(args)
@@ -567,7 +569,7 @@ def test_a_rows_training_options_are_typed_and_validated_by_the_training_config_
 
 def test_a_curve_runs_training_options_are_typed_when_it_loads(tmp_path):
     """Case 8: a curve's `lr: true`."""
-    from calbench.leaderboard import curves
+    from calbench.leaderboard.recipes import curves
 
     path = _write(
         tmp_path,
@@ -636,8 +638,8 @@ def test_a_record_in_a_shared_store_names_its_owner_and_another_repository_canno
     """Case 5: on a shared --results-dir, another repository's recipe at the same relative path
     replaced a record without --replace (its command's relative path resolved in whichever
     repository ran)."""
-    from calbench.leaderboard.checks import RefusedRunError
-    from calbench.leaderboard.rows import check_same_recipe, owner_of
+    from calbench.leaderboard.errors import RefusedRunError
+    from calbench.leaderboard.run.rows import check_same_recipe, owner_of
 
     a, b, shared = tmp_path / "a", tmp_path / "b", tmp_path / "shared"
     _repository(a, 50)

@@ -13,9 +13,10 @@ import yaml
 
 from calbench import cli, evaluation, task_names
 from calbench.families import FAMILIES
-from calbench.leaderboard import card as leaderboard_card
-from calbench.leaderboard import checks, export, numbers, plots, render, store
-from calbench.leaderboard.checks import RefusedRunError
+from calbench.leaderboard.errors import RefusedRunError
+from calbench.leaderboard.pages import board, export, numbers, plots
+from calbench.leaderboard.pages import card as leaderboard_card
+from calbench.leaderboard.records import checks, store
 from calbench.lm_eval_io import load_results
 from calbench.stats import Z95, Estimate
 
@@ -129,7 +130,7 @@ def test_record_contents(records):
 
 def _threshold_score_by_hand(record):
     """CS and its standard error from the record's stored family pairs, by the formula in
-    calbench.leaderboard.numbers's docstring: s_f = v min(1, (floor + z95 se(w1)) / w1), the
+    calbench.leaderboard.pages.numbers's docstring: s_f = v min(1, (floor + z95 se(w1)) / w1), the
     delta method per family, then 100 x the mean over the 30 families, errors in quadrature."""
     parts = []
     for family, fam in FAMILIES.items():
@@ -257,11 +258,11 @@ def test_render_and_store_round_trip(records, reference_files, tmp_path):
 
 
 def test_splice_readme_needs_markers():
-    assert render.splice_readme("a\n<!-- leaderboard:start -->\nx\n<!-- leaderboard:end -->\nb", "T") == (
+    assert board.splice_readme("a\n<!-- leaderboard:start -->\nx\n<!-- leaderboard:end -->\nb", "T") == (
         "a\n<!-- leaderboard:start -->\nT\n<!-- leaderboard:end -->\nb"
     )
     with pytest.raises(RefusedRunError, match="leaderboard:start"):
-        render.splice_readme("no markers", "T")
+        board.splice_readme("no markers", "T")
 
 
 @pytest.mark.integration
@@ -283,7 +284,7 @@ def test_committed_leaderboard_is_reproduced_byte_for_byte(tmp_path, monkeypatch
     the README's headline and the metric list of tasks/README.md."""
     import shutil
 
-    from calbench.leaderboard import publish
+    from calbench.leaderboard.pages import render
 
     for rel in ("README.md", "tasks/README.md", "leaderboards"):
         src, dst = ROOT / rel, tmp_path / rel
@@ -294,7 +295,7 @@ def test_committed_leaderboard_is_reproduced_byte_for_byte(tmp_path, monkeypatch
             shutil.copy(src, dst)
     monkeypatch.chdir(ROOT)  # the pages name the recipes by their paths from the repository's root
     board = Path("leaderboards")
-    written = publish.render_all(
+    written = render.render_all(
         board / "results", tmp_path / "leaderboards", tmp_path / "README.md", board / "rows", draw=False, root=tmp_path
     )
     names = {p.relative_to(tmp_path).as_posix() for p in written}
@@ -386,7 +387,7 @@ def test_a_page_with_a_mistyped_board_marker_is_refused_not_cut(records, tmp_pat
     out.mkdir()
     (out / "README.md").write_text(page)
     with pytest.raises(RefusedRunError, match="markers"):
-        render.write_all(records, out, None, draw=False)
+        board.write_all(records, out, None, draw=False)
     assert (out / "README.md").read_text() == page
     assert sorted(p.name for p in out.rglob("*")) == ["README.md"]  # nothing else written either (tables were)
 
@@ -405,10 +406,10 @@ def test_a_readme_with_misplaced_headline_markers_is_refused_in_one_line(records
     path = tmp_path / "README.md"
     path.write_text(readme)
     with pytest.raises(RefusedRunError, match="markers"):
-        render.write_all(records, tmp_path / "board", path, draw=False)
+        board.write_all(records, tmp_path / "board", path, draw=False)
     assert path.read_text() == readme and not (tmp_path / "board").exists()
 
 
 def test_a_new_board_page_is_the_board_under_a_title():
-    page = render.board_page(None, "| a |\n")
-    assert page.startswith("# calbench leaderboard\n") and render.board_page(page, "| b |\n").count("| b |") == 1
+    page = board.board_page(None, "| a |\n")
+    assert page.startswith("# calbench leaderboard\n") and board.board_page(page, "| b |\n").count("| b |") == 1

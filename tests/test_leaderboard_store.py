@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from calbench import cli, evaluation, lm_eval_io
-from calbench.leaderboard import checks, store
-from calbench.leaderboard.checks import RefusedRunError
+from calbench.leaderboard.errors import RefusedRunError
+from calbench.leaderboard.records import checks, store
 from calbench.policy import PURE_SAMPLING
 
 ROOT = Path(__file__).resolve().parent.parent

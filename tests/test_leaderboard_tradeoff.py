@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from calbench import cli, task_names
-from calbench.leaderboard import numbers, store, tradeoff
-from calbench.leaderboard.checks import RefusedRunError
+from calbench.leaderboard.errors import RefusedRunError
+from calbench.leaderboard.pages import numbers, tradeoff
+from calbench.leaderboard.records import store
 
 ROOT = Path(__file__).resolve().parents[1]
 STORE = ROOT / "leaderboards" / "results"

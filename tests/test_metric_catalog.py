@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from calbench.leaderboard import checks, store
-from calbench.leaderboard.checks import RefusedRunError
+from calbench.leaderboard.errors import RefusedRunError
+from calbench.leaderboard.records import checks, store
 from calbench.metrics import catalog
 from calbench.metrics.catalog import METRICS
 

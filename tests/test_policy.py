@@ -8,7 +8,8 @@ import pytest
 
 from calbench import policy
 from calbench.backends.hf import _sampler_temperature
-from calbench.leaderboard.checks import RefusedRunError, check_run
+from calbench.leaderboard.errors import RefusedRunError
+from calbench.leaderboard.records.checks import check_run
 from calbench.policy import GREEDY_TASKS, PURE_SAMPLING, decoding_deviations, greedy_deviations, sampling_deviations
 
 FIXTURES = Path(__file__).parent / "fixtures"

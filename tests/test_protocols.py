@@ -272,7 +272,7 @@ def test_calbench_hf_serves_every_protocol(tiny_split):
 @pytest.mark.integration
 def test_protocol_table_rescores_each_run_from_its_samples(tmp_path):
     from calbench import cli
-    from calbench.leaderboard import protocol_page
+    from calbench.leaderboard.pages import protocol_page
 
     runs, store = tmp_path / "runs", tmp_path / "results"
     for model, name in (("calbench-oracle", "oracle"), ("calbench-collapsed", "collapsed")):

@@ -1,5 +1,5 @@
 """Stored numbers against the code that reads them (issue 49, case 12): every numeric sampling
-task's aggregates scored again from the record's stored answers (calbench.leaderboard.rescoring)."""
+task's aggregates scored again from the record's stored answers (calbench.leaderboard.records.rescoring)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 
 from calbench import cli
 from calbench.families import make_target
-from calbench.leaderboard import rescoring, store
+from calbench.leaderboard.records import rescoring, store
 from calbench.metrics import prompt_scores
 from calbench.stats import seed_for
 

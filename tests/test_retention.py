@@ -234,7 +234,7 @@ def test_retention_delta_pairs_items(tmp_path, capsys):
 
 
 def test_retention_delta_from_records_equals_the_one_from_samples_logs(tmp_path, capsys):
-    from calbench.leaderboard import store
+    from calbench.leaderboard.records import store
 
     base = _run(tmp_path / "b", "tinyArc", [1, 0, 1, 1, 0, 1])
     tuned = _run(tmp_path / "t", "tinyArc", [1, 1, 0, 1, 1, 0])

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from calbench import cli, evaluation
-from calbench.leaderboard import checks, render, store
-from calbench.leaderboard.checks import RefusedRunError
+from calbench.leaderboard.errors import RefusedRunError
+from calbench.leaderboard.pages import board
+from calbench.leaderboard.records import checks, store
 from tests.test_leaderboard_store import _results
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -258,7 +259,7 @@ def test_two_models_of_one_folder_name_are_two_systems():
 
 def test_a_command_with_a_code_fence_stays_code(runs):
     record = store.build_record("oracle", "reference", [runs["plain"]], "calbench eval\n```\n# injected heading\n```")
-    page = render.render([record])["README.md"]
+    page = board.render([record])["README.md"]
     block = page[page.index("**oracle**") :]
     fence = block.splitlines()[2]
     assert fence == "````bash" and "\n````\n" in block  # a longer fence than any inside
@@ -338,7 +339,7 @@ def test_stored_answers_of_another_sample_size_than_the_header_are_refused(store
 def test_a_training_that_never_started_says_so(tmp_path):
     """Issue 36, case 17: a missing model was reported as 'training failed (its run folder ... is
     kept: rerun to resume)' though nothing was written."""
-    from calbench.leaderboard.rows import training_failed
+    from calbench.leaderboard.run.rows import training_failed
 
     assert "did not start (nothing was written" in training_failed("row", tmp_path / "train")
     (tmp_path / "train").mkdir()

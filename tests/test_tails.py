@@ -119,7 +119,7 @@ def _record(name, kind, answers):
 
 
 def test_the_tails_page_shows_every_row_and_the_adapters_prompt_by_prompt():
-    from calbench.leaderboard import tails_page
+    from calbench.leaderboard.pages import tails_page
 
     exact = np.round(stats.norm.ppf((np.arange(20) + 0.5) / 20), 4).tolist()  # one answer in each tail
     far = [40.0] * 10 + [0.0] * 10  # half of them 40 law standard deviations out

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from calbench.leaderboard import curve_page, curve_run, curves
-from calbench.leaderboard.checks import RefusedRunError
-from calbench.leaderboard.recipe_fields import RecipeError
+from calbench.leaderboard.errors import RecipeError, RefusedRunError
+from calbench.leaderboard.pages import curve_page
+from calbench.leaderboard.recipes import curves
+from calbench.leaderboard.run import curve_run
 from calbench.name_pairs import NO_IDENTITY, pairs
 from calbench.space import canonical_space
 from tests.test_leaderboard_curves import _recipe

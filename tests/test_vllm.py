@@ -108,7 +108,7 @@ def test_every_kind_of_task_runs_on_vllm(runs):
 
 
 def test_the_adapter_changes_the_answers_and_the_record_names_it(runs):
-    from calbench.leaderboard.store import model_part
+    from calbench.leaderboard.records.store import model_part
     from calbench.provenance import weights_hash
 
     rates = {}

@@ -21,7 +21,7 @@ Why it is n-free: v's estimate is unbiased at any N, and each chunk has M_REF va
 whatever N is, so E[q] is the same at N = 100 and N = 10^5; more samples only add chunks
 (a smaller standard error). That holds once a prompt has M_REF valid answers: below, its one
 chunk is smaller and scored against exact sampling at its own size, which is not n-free: the
-leaderboard (``calbench.leaderboard.numbers``) refuses rows with fewer than M_REF samples per
+leaderboard (``calbench.leaderboard.pages.numbers``) refuses rows with fewer than M_REF samples per
 prompt and shows the share of prompts below M_REF valid answers. An exact sampler scores
 about 100, a collapsed one or one that never answers in format 0. Standard errors: v's Agresti-Coull; the chunk qualities' spread
 over sqrt(k) (one chunk: the bootstrap's, the chunk resampled 200 times); in

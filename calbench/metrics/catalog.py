@@ -1,7 +1,7 @@
 """Every metric calbench reports, once: its name, direction, range and one-line meaning.
 
 lm-eval's ``higher_is_better`` (``calbench.harness``), the tables' arrows, the results
-store's validation of every stored value (``calbench.leaderboard.checks``) and the metric
+store's validation of every stored value (``calbench.leaderboard.records.checks``) and the metric
 list in ``tasks/README.md`` (``markdown``, spliced in by ``calbench leaderboard render``) all
 read ``METRICS``; a test checks that every metric a task reports is here.
 

@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from calbench.families import target_from_key
-from calbench.leaderboard import store
-from calbench.leaderboard.record_types import Pair, RunRecord, TaskEntry
+from calbench.leaderboard.records import store
+from calbench.leaderboard.records.record_types import Pair, RunRecord, TaskEntry
 from calbench.metrics import prompt_scores
 from calbench.provenance import calbench_commit
 from calbench.stats import Estimate, Summary

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 
 from calbench.families import FAMILIES, ppf, target_from_key
-from calbench.leaderboard.numbers import Scored, ranked, scored
-from calbench.leaderboard.record_types import RunRecord, StoredPrompt
+from calbench.leaderboard.pages.numbers import Scored, ranked, scored
+from calbench.leaderboard.records.record_types import RunRecord, StoredPrompt
 from calbench.metrics import pit
 from calbench.metrics.calibration import Prompt
 from calbench.stats import Z95, Estimate

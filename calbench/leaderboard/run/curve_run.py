@@ -4,7 +4,7 @@
 checkpoint kept; an interrupted run resumes), then scores the base model (step 0; not with
 ``score_base: false``) and every checkpoint with the recipe's protocol (or, with ``score_every:
 N``, every N-th checkpoint and the last one): each point is a row of its own
-(``calbench.leaderboard.rows``, finished points skipped), stored in
+(``calbench.leaderboard.run.rows``, finished points skipped), stored in
 ``<results>/curves/<run>/step-<N>.json`` with its step, examples seen, wall time and tokens
 (without per-item scores or per-family metrics: ``light``).
 """
@@ -17,13 +17,13 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from calbench.leaderboard import store
-from calbench.leaderboard.checks import RefusedRunError
-from calbench.leaderboard.curves import CurveRun, Curves
-from calbench.leaderboard.numbers import Scored
-from calbench.leaderboard.recipes import Recipe
-from calbench.leaderboard.record_types import RunRecord
-from calbench.leaderboard.rows import WORKDIR, not_trained_as, run_calbench, run_row, say, training_failed
+from calbench.leaderboard.errors import RefusedRunError
+from calbench.leaderboard.pages.numbers import Scored
+from calbench.leaderboard.recipes.curves import CurveRun, Curves
+from calbench.leaderboard.recipes.loader import Recipe
+from calbench.leaderboard.records import store
+from calbench.leaderboard.records.record_types import RunRecord
+from calbench.leaderboard.run.rows import WORKDIR, not_trained_as, run_calbench, run_row, say, training_failed
 from calbench.provenance import write_json
 from calbench.stats import Estimate
 from calbench.task_names import EXACT_TASKS, LIKELIHOOD_TASKS, SAMPLING_TASKS
@@ -330,7 +330,7 @@ def choose(curves: Curves, run_name: str, workdir: Path = WORKDIR, split: str = 
         out / CHOICE,
         {
             "run": run.name,
-            "criterion": f"the highest calibration score on {split} (calbench.leaderboard.numbers.Scored.split_score)",
+            "criterion": f"the highest calibration score on {split} (calbench.leaderboard.pages.numbers.Scored.split_score)",
             "step": best,
             "scores": {str(step): [round(e.value, 4), round(e.se, 4)] for step, e in sorted(scores.items())},
         },

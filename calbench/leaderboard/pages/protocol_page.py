@@ -19,9 +19,10 @@ from pathlib import Path
 from tabulate import tabulate
 
 from calbench import protocols
-from calbench.leaderboard import checks, numbers, plots
-from calbench.leaderboard.record_types import Pair, RunRecord
-from calbench.leaderboard.render import csv_text, splice_readme
+from calbench.leaderboard.pages import numbers, plots
+from calbench.leaderboard.pages.board import csv_text, splice_readme
+from calbench.leaderboard.records import checks
+from calbench.leaderboard.records.record_types import Pair, RunRecord
 from calbench.markdown import code_span
 from calbench.metrics import calibration, prompt_scores
 from calbench.metrics.catalog import arrow

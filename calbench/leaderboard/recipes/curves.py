@@ -3,9 +3,9 @@
 A curve recipe (``kind: curve``, e.g. ``leaderboards/rows/curves.yaml``) names training runs
 (each with its ``calbench train`` options, over ``defaults.yaml``'s ``train:``) and one
 protocol (evaluations, as a row's). This module reads it (``load``: a ``Curves`` of
-``CurveRun``s); ``calbench.leaderboard.curve_run`` trains the runs and scores their checkpoints
+``CurveRun``s); ``calbench.leaderboard.run.curve_run`` trains the runs and scores their checkpoints
 (each point a row of its own, stored in ``<results>/curves/<run>/step-<N>.json``), and
-``calbench.leaderboard.curve_page`` draws the curves from those records alone.
+``calbench.leaderboard.pages.curve_page`` draws the curves from those records alone.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from calbench.leaderboard.recipe_fields import (
+from calbench.leaderboard.recipes.fields import (
     RESULTS,
     Evaluation,
     check_model_args,

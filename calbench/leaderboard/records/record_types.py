@@ -1,4 +1,4 @@
-"""The run record's shape, as types: what ``calbench.leaderboard.checks.validate_record`` checks.
+"""The run record's shape, as types: what ``calbench.leaderboard.records.checks.validate_record`` checks.
 
 A run record (``leaderboards/results/<name>.json``, with its stored samples beside it) is JSON;
 these ``TypedDict``s name its parts so that the leaderboard's functions say what they take. They
@@ -9,7 +9,7 @@ check nothing at run time: ``validate_record`` does, on every save and load.
 * ``TaskEntry``: one task's metrics (overall and per family, ``[value, standard error]``
   pairs), its settings, and what the store keeps beside the record (``samples``, ``items``);
 * ``EvaluationEntry``: one evaluation (one lm-eval run, or the adapter's drift) of a record;
-* ``EvaluationPart``: one evaluation as ``calbench.leaderboard.store.evaluation_part`` builds it,
+* ``EvaluationPart``: one evaluation as ``calbench.leaderboard.records.store.evaluation_part`` builds it,
   before ``assemble_record`` joins the parts into a record;
 * ``Drift``: the adapter's drift (``calbench drift``); ``CurvePart``: a learning curve's point.
 """

@@ -4,7 +4,7 @@ A run is accepted only at pure T=1 sampling (greedy for the greedy tasks), over 
 (no ``--limit``, no ``--samples``), and on stock hf or vLLM only with a model whose
 ``generation_config.json`` changes nothing the tasks did not override (``calbench.policy``).
 A record is validated field by field on every save and load; each refusal names the field
-(``calbench.leaderboard.record_types`` names the shape it checks).
+(``calbench.leaderboard.records.record_types`` names the shape it checks).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from calbench.families import ALL_FAMILIES, FAMILIES
-from calbench.leaderboard.record_types import TaskEntry
+from calbench.leaderboard.errors import RefusedRunError
+from calbench.leaderboard.records.record_types import TaskEntry
 from calbench.lm_eval_io import args_dict, model_args
 from calbench.metrics.catalog import find
 from calbench.policy import GREEDY_TASKS, PURE_SAMPLING, active_generation_config, decoding_deviations
@@ -32,10 +33,6 @@ ENTRY_TYPES = (
     "prompting method",
 )  # fine-tuned: every weight
 SCHEMA = 2  # 2: evaluations, per-task evaluation names, stored per-item scores, the recipe
-
-
-class RefusedRunError(ValueError):
-    """A run the leaderboard does not accept (not pure T=1 sampling, ``--limit``, bad input)."""
 
 
 def _generation_settings(results: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from calbench.evaluation import unresolved_tasks
-from calbench.leaderboard import curve_run, rows
-from calbench.leaderboard.checks import RefusedRunError
-from calbench.leaderboard.curves import Curves, with_results_dir
-from calbench.leaderboard.recipe_fields import Evaluation
-from calbench.leaderboard.recipes import Loaded, ProtocolMatrix, Recipe
+from calbench.leaderboard.errors import RefusedRunError
+from calbench.leaderboard.recipes.curves import Curves, with_results_dir
+from calbench.leaderboard.recipes.fields import Evaluation
+from calbench.leaderboard.recipes.loader import Loaded, ProtocolMatrix, Recipe
+from calbench.leaderboard.run import curve_run, rows
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ weight hash, adapter hash, backend, task versions and lm-eval's task hashes, gen
 settings, seeds, calbench commit, package versions, the command (with ``calbench leaderboard
 run``, the resolved recipe and its hash), and the metrics with standard errors. Each task
 names the evaluation (one lm-eval run) it came from. Runs the store does not accept are
-refused (``calbench.leaderboard.checks``).
+refused (``calbench.leaderboard.records.checks``).
 
 What the analyses need beyond the metrics is kept beside each record, in
 ``samples/<name>.json``: the valid answers of every numeric sampling task (any protocol),
@@ -29,17 +29,17 @@ from pathlib import Path
 from typing import Any, cast
 
 from calbench import api_support, lm_eval_io, protocols
-from calbench.leaderboard.checks import (
+from calbench.leaderboard.errors import RefusedRunError
+from calbench.leaderboard.records.checks import (
     ENTRY_TYPES,
     SCHEMA,
-    RefusedRunError,
     check_generation_config,
     check_name,
     check_run,
     validate_record,
     validate_stored,
 )
-from calbench.leaderboard.record_types import (
+from calbench.leaderboard.records.record_types import (
     Drift,
     EvaluationEntry,
     EvaluationPart,

@@ -4,8 +4,8 @@ A row's recipe (``leaderboards/rows/<row>.yaml``; the row is named after the fil
 system it is and what runs on it; ``defaults.yaml`` beside it holds what every row runs, so a
 row states only what differs. ``load`` reads any recipe as its kind's object (a row, the
 protocol matrix, a trade-off or a learning curve: ``KINDS``), checked field by field
-(``calbench.leaderboard.recipe_fields``); ``calbench leaderboard run`` runs it
-(``calbench.leaderboard.runner``); a row's record embeds its resolved recipe and its hash.
+(``calbench.leaderboard.recipes.fields``); ``calbench leaderboard run`` runs it
+(``calbench.leaderboard.run.runner``); a row's record embeds its resolved recipe and its hash.
 
 A row::
 
@@ -26,7 +26,7 @@ An evaluation is one lm-eval run (``tasks``, ``samples_per_prompt``, ``metadata`
 ``chat_template`` where it differs from the row's), or ``kind: drift`` (``calbench drift``,
 adapters only). The protocol matrix (``kind: protocols``: every system under every sampling
 protocol), the trade-off (``kind: tradeoff``) and learning curves (``kind: curve``,
-``calbench.leaderboard.curves``) are recipes of their own.
+``calbench.leaderboard.recipes.curves``) are recipes of their own.
 """
 
 from __future__ import annotations
@@ -37,14 +37,13 @@ from pathlib import Path
 from typing import Any
 
 from calbench import protocols
-from calbench.leaderboard.checks import ENTRY_TYPES, RefusedRunError, check_name
-from calbench.leaderboard.curves import Curves
-from calbench.leaderboard.curves import load as load_curve
-from calbench.leaderboard.recipe_fields import (
+from calbench.leaderboard.errors import RecipeError, RefusedRunError
+from calbench.leaderboard.recipes.curves import Curves
+from calbench.leaderboard.recipes.curves import load as load_curve
+from calbench.leaderboard.recipes.fields import (
     DEFAULTS,
     RESULTS,
     Evaluation,
-    RecipeError,
     check_model_args,
     check_model_path,
     check_train_options,
@@ -54,6 +53,7 @@ from calbench.leaderboard.recipe_fields import (
     need,
     read_yaml,
 )
+from calbench.leaderboard.records.checks import ENTRY_TYPES, check_name
 from calbench.policy import MAX_SAMPLES
 from calbench.provenance import sha256_json
 from calbench.task_names import QUICK
@@ -272,7 +272,7 @@ Loaded = Recipe | ProtocolMatrix | TradeoffRecipe | Curves  # what a recipe file
 
 def load(path: Path) -> Loaded:
     """A recipe file as its kind's object, checked field by field: a row (``Recipe``), the
-    protocol matrix, a trade-off or a learning curve (``calbench.leaderboard.curves``)."""
+    protocol matrix, a trade-off or a learning curve (``calbench.leaderboard.recipes.curves``)."""
     kind = kind_of(path)
     if kind == "row":
         return load_row(path)

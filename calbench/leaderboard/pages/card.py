@@ -15,12 +15,12 @@ from typing import Any
 import yaml
 from tabulate import tabulate
 
-from calbench.leaderboard.checks import RefusedRunError
-from calbench.leaderboard.export import model_index
-from calbench.leaderboard.numbers import Scored, scored
-from calbench.leaderboard.record_types import RunRecord
-from calbench.leaderboard.render import HEADLINE, split_score_columns, table_rows
-from calbench.leaderboard.store import named_records
+from calbench.leaderboard.errors import RefusedRunError
+from calbench.leaderboard.pages.board import HEADLINE, split_score_columns, table_rows
+from calbench.leaderboard.pages.export import model_index
+from calbench.leaderboard.pages.numbers import Scored, scored
+from calbench.leaderboard.records.record_types import RunRecord
+from calbench.leaderboard.records.store import named_records
 from calbench.provenance import atomic_write
 from calbench.train_record import CARD_AFTER_EVALUATION, CARD_EVALUATION
 

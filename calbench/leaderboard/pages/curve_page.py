@@ -20,12 +20,12 @@ import numpy as np
 from tabulate import tabulate
 
 from calbench.families import FAMILIES
-from calbench.leaderboard import store
-from calbench.leaderboard.curves import CurveRun, Curves
-from calbench.leaderboard.numbers import Scored, scored
-from calbench.leaderboard.recipe_fields import Evaluation
-from calbench.leaderboard.record_types import CurvePart, RunRecord
-from calbench.leaderboard.render import BOARD_START, board_page
+from calbench.leaderboard.pages.board import BOARD_START, board_page
+from calbench.leaderboard.pages.numbers import Scored, scored
+from calbench.leaderboard.recipes.curves import CurveRun, Curves
+from calbench.leaderboard.recipes.fields import Evaluation
+from calbench.leaderboard.records import store
+from calbench.leaderboard.records.record_types import CurvePart, RunRecord
 from calbench.metrics.calibration import prompt_score
 from calbench.metrics.prompt_scores import prompt_rows, sample_quality
 from calbench.metrics.tails import outer_summary
@@ -197,7 +197,7 @@ LEGEND_COLUMNS = 3  # the curve plot's legend, below its panels
 def draw(curves: Curves, points: Mapping[str, Sequence[RunRecord | Point]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
-    from calbench.leaderboard.plots import save
+    from calbench.leaderboard.pages.plots import save
 
     candidates = [
         ("calibration_score", "calibration score (quick, 42 prompts)"),
@@ -407,7 +407,7 @@ def write(
         " so at 100 samples per prompt it fails any prompt with an invalid one)."
         if quick
         else " Each prompt set's calibration score and Spearman's rho of the laws' and the answers' medians"
-        " (`calbench.leaderboard.numbers.Scored.split_score`, `split_following`)."
+        " (`calbench.leaderboard.pages.numbers.Scored.split_score`, `split_following`)."
     )
     summed = any(
         trained_option(run.train, "accumulation") == "legacy" and run.train.get("method") == "hard"

@@ -1,6 +1,6 @@
 """``calbench leaderboard run RECIPE.yaml``: a row from its recipe, end to end.
 
-For a row (``calbench.leaderboard.recipes``):
+For a row (``calbench.leaderboard.recipes.loader``):
 
 1. **The adapter.** If the recipe names one that is not there, it is trained
    (``calbench train`` with the recipe's options, in ``<workdir>/<row>/train``: an
@@ -36,11 +36,11 @@ from pathlib import Path
 from typing import Any, cast
 
 from calbench import lm_eval_io, model_catalogue
-from calbench.leaderboard import store
-from calbench.leaderboard.checks import RefusedRunError
-from calbench.leaderboard.recipe_fields import Evaluation, RecipeError
-from calbench.leaderboard.recipes import Recipe
-from calbench.leaderboard.record_types import EvaluationPart, RunRecord
+from calbench.leaderboard.errors import RecipeError, RefusedRunError
+from calbench.leaderboard.recipes.fields import Evaluation
+from calbench.leaderboard.recipes.loader import Recipe
+from calbench.leaderboard.records import store
+from calbench.leaderboard.records.record_types import EvaluationPart, RunRecord
 from calbench.provenance import sha256_json, weights_hash, write_json
 from calbench.train_record import ADAPTER, RUN_FILE, TRAIN_RECORD, train_arguments
 

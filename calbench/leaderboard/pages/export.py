@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from calbench import __version__
-from calbench.leaderboard.numbers import Scored, samples_per_prompt, scored
-from calbench.leaderboard.record_types import RunRecord
+from calbench.leaderboard.pages.numbers import Scored, samples_per_prompt, scored
+from calbench.leaderboard.records.record_types import RunRecord
 from calbench.metrics import catalog
 from calbench.stats import Estimate
 from calbench.task_names import NUMERIC_SPLITS

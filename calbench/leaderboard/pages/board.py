@@ -2,7 +2,7 @@
 
 ``render`` turns run records into ``leaderboards/README.md`` and one CSV per table;
 ``write_all`` writes them (and the plots) and splices the headline table into the
-top-level README. Adapter model cards are ``calbench.leaderboard.card``'s. Each takes run records
+top-level README. Adapter model cards are ``calbench.leaderboard.pages.card``'s. Each takes run records
 or records already scored (``numbers.Scored``) and scores each record once: a table's columns
 read the scored record.
 """
@@ -18,9 +18,9 @@ from pathlib import Path
 from tabulate import tabulate
 
 from calbench.families import split_points
-from calbench.leaderboard import plots
-from calbench.leaderboard.checks import RefusedRunError
-from calbench.leaderboard.numbers import (
+from calbench.leaderboard.errors import RefusedRunError
+from calbench.leaderboard.pages import plots
+from calbench.leaderboard.pages.numbers import (
     TIERS,
     Scored,
     drift_metric,
@@ -31,7 +31,7 @@ from calbench.leaderboard.numbers import (
     threshold_score,
     tier_metric,
 )
-from calbench.leaderboard.record_types import RunRecord
+from calbench.leaderboard.records.record_types import RunRecord
 from calbench.markdown import code_block
 from calbench.metrics.catalog import arrow
 from calbench.param_ranges import in_range

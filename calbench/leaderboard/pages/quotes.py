@@ -33,8 +33,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from calbench.leaderboard.checks import RefusedRunError
-from calbench.leaderboard.render import BOARD_END, BOARD_START
+from calbench.leaderboard.errors import RefusedRunError
+from calbench.leaderboard.pages.board import BOARD_END, BOARD_START
 from calbench.provenance import atomic_write
 
 NUMBER = r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:e[-+]?\d+)?%?"  # 5,964 but not the comma after 83,

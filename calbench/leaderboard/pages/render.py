@@ -1,7 +1,7 @@
 """The whole leaderboard written from the store: ``calbench leaderboard render``.
 
 The main table, its CSVs and plots (``render``), the protocol table from the protocol runs'
-records (``protocol_page``), and for the recipes of ``rows`` (each read by ``recipes.load``)
+records (``protocol_page``), and for the recipes of ``rows`` (each read by ``loader.load``)
 each trade-off's table and plot (``tradeoff``), each learning curve's page and plot
 (``curve_page``) and the evaluation section of each row's adapter card (``card``: the
 adapter's record beside its base model's); then the tails page (``tails_page``), all from run
@@ -15,11 +15,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from calbench.leaderboard import card, curve_page, curves, protocol_page, quotes, recipes, render, tails_page, tradeoff
-from calbench.leaderboard.checks import RefusedRunError
-from calbench.leaderboard.numbers import Scored
-from calbench.leaderboard.record_types import RunRecord
-from calbench.leaderboard.store import load_records
+from calbench.leaderboard.errors import RefusedRunError
+from calbench.leaderboard.pages import board, card, curve_page, protocol_page, quotes, tails_page, tradeoff
+from calbench.leaderboard.pages.numbers import Scored
+from calbench.leaderboard.recipes import curves, loader
+from calbench.leaderboard.records.record_types import RunRecord
+from calbench.leaderboard.records.store import load_records
 from calbench.metrics import catalog
 from calbench.provenance import atomic_write
 
@@ -31,7 +32,7 @@ def render_all(
     results_dir: Path,
     output: Path,
     readme: Path | None,
-    rows: Path | None = recipes.ROWS,
+    rows: Path | None = loader.ROWS,
     draw: bool = True,
     root: Path = Path("."),
 ) -> list[Path]:
@@ -44,11 +45,11 @@ def render_all(
     protocol_runs = load_records(protocol_dir) if protocol_dir.is_dir() else []
     if not records and not protocol_runs:
         raise RefusedRunError(f"no run records under {results_dir} or {protocol_dir}")
-    written = render.write_all(records, output, readme, draw=draw) if records else []
+    written = board.write_all(records, output, readme, draw=draw) if records else []
     if protocol_runs:
         written += protocol_page.write(protocol_runs, output, readme, draw=draw)
-    loaded = [recipes.load(p) for p in recipes.recipe_files(rows)] if rows is not None and rows.is_dir() else []
-    for spec in (r for r in loaded if isinstance(r, recipes.TradeoffRecipe)):
+    loaded = [loader.load(p) for p in loader.recipe_files(rows)] if rows is not None and rows.is_dir() else []
+    for spec in (r for r in loaded if isinstance(r, loader.TradeoffRecipe)):
         if not set(by_name) & {spec.base, *spec.adapters}:
             continue  # another store's trade-off
         base, *adapters = named(by_name, [spec.base, *spec.adapters], results_dir)
@@ -65,10 +66,10 @@ def render_all(
             if points[-1]["curve"]["step"] > 0:
                 ends.append((f"{run} step {points[-1]['curve']['step']}", points[-1]))
     written += tails_page.write(records, output, ends)
-    written += cards([r for r in loaded if isinstance(r, recipes.Recipe)], by_name, results_dir, root)
+    written += cards([r for r in loaded if isinstance(r, loader.Recipe)], by_name, results_dir, root)
     tasks_readme = readme.parent / TASKS_README if readme is not None else None
     if tasks_readme is not None and tasks_readme.is_file():
-        text = render.splice_readme(tasks_readme.read_text(), catalog.markdown(), METRICS_START, METRICS_END)
+        text = board.splice_readme(tasks_readme.read_text(), catalog.markdown(), METRICS_START, METRICS_END)
         atomic_write(tasks_readme, text)
         written.append(tasks_readme)
     written += quotes.write(written, output)  # the prose's numbers, from the tables just written
@@ -84,7 +85,7 @@ def named(by_name: Mapping[str, Scored], names: Sequence[str], folder: Path) -> 
 
 
 def cards(
-    row_recipes: Sequence[recipes.Recipe], by_name: Mapping[str, Scored], results_dir: Path, root: Path = Path(".")
+    row_recipes: Sequence[loader.Recipe], by_name: Mapping[str, Scored], results_dir: Path, root: Path = Path(".")
 ) -> list[Path]:
     """Each row adapter's card, with the adapter's record and its base model's (the row of the
     same model without an adapter), where the store holds the records and the adapter its card."""

@@ -1,6 +1,6 @@
 """What every leaderboard recipe is made of: its YAML, read safely, and its fields, checked.
 
-A recipe (``leaderboards/rows/*.yaml``, ``calbench.leaderboard.recipes``) is read with
+A recipe (``leaderboards/rows/*.yaml``, ``calbench.leaderboard.recipes.loader``) is read with
 ``read_yaml``: at most ``MAX_RECIPE_BYTES``, no aliases, no duplicate keys, plain values only.
 Over it lie its folder's ``defaults.yaml`` (``defaults_of``, ``merge``). Its fields are checked
 one by one, each refusal a ``RecipeError`` naming the file and the field (``need``): model
@@ -19,17 +19,14 @@ from typing import Any
 
 import yaml
 
-from calbench.leaderboard.checks import RefusedRunError, check_name
+from calbench.leaderboard.errors import RecipeError, RefusedRunError
+from calbench.leaderboard.records.checks import check_name
 from calbench.policy import MAX_SAMPLES
 from calbench.train_record import NOT_IDENTITY, OPTIONS, train_arguments
 
 DEFAULTS = "defaults.yaml"
 RESULTS = Path("leaderboards") / "results"
 EVALUATION_KEYS = {"kind", "tasks", "samples_per_prompt", "metadata", "chat_template"}
-
-
-class RecipeError(RefusedRunError):
-    """A recipe that cannot be read or run as written (the message names the file and the field)."""
 
 
 @dataclass(frozen=True)

@@ -25,9 +25,9 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from calbench.leaderboard.checks import RefusedRunError
-from calbench.leaderboard.numbers import Scored, drift_metric, scored, task_metric
-from calbench.leaderboard.record_types import RunRecord
+from calbench.leaderboard.errors import RefusedRunError
+from calbench.leaderboard.pages.numbers import Scored, drift_metric, scored, task_metric
+from calbench.leaderboard.records.record_types import RunRecord
 from calbench.provenance import atomic_write
 from calbench.retention_delta import Run, paired_deltas, run_of_record
 from calbench.retention_delta import table as deltas_table
@@ -125,7 +125,7 @@ def table(base: Scored, points: Sequence[Point], records: Mapping[str, Scored]) 
 def draw(points: Sequence[Point], title: str, path: Path) -> None:
     import matplotlib.pyplot as plt
 
-    from calbench.leaderboard.plots import save
+    from calbench.leaderboard.pages.plots import save
 
     words = [p.name.split("-") for p in points]
     k = 0  # the names' shared leading words, left off the labels
@@ -176,7 +176,7 @@ def write(
     text = (
         f"# Calibration gained against retention lost: adapters of {base_scored.name}\n\n"
         f"`{command}`\n\n"
-        "Each adapter against the base model (`calbench.leaderboard.tradeoff`). Calibration gained: the\n"
+        "Each adapter against the base model (`calbench.leaderboard.pages.tradeoff`). Calibration gained: the\n"
         "difference of the calibration scores (independent runs: standard errors in quadrature). Retention\n"
         "lost: base - adapter on the offline retention suite, item by item (paired bootstrap: brackets, its 95%\n"
         "percentile interval); the composite is the mean of the three tasks' deltas. ±: half a 95% interval.\n"

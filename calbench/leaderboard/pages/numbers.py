@@ -38,7 +38,7 @@ from functools import cached_property
 from typing import TypeVar
 
 from calbench.families import ALL_FAMILIES, FAMILIES
-from calbench.leaderboard.record_types import Pair, RunRecord
+from calbench.leaderboard.records.record_types import Pair, RunRecord
 from calbench.metrics import calibration, pit
 from calbench.metrics.calibration import Prompt
 from calbench.metrics.prompt_scores import (

@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 from tabulate import tabulate
 
-from calbench.leaderboard.numbers import Scored, ranked, scored
-from calbench.leaderboard.record_types import RunRecord
+from calbench.leaderboard.pages.numbers import Scored, ranked, scored
+from calbench.leaderboard.records.record_types import RunRecord
 from calbench.metrics import tails
 from calbench.metrics.calibration import Prompt
 from calbench.metrics.prompt_scores import prompt_rows
