@@ -153,7 +153,7 @@ def test_impossible_stored_samples_are_refused(edit, message):
 ADD = """
 import sys, time
 from calbench import cli
-from calbench.leaderboard import store
+from calbench.leaderboard.records import store
 pause = float(sys.argv[1])
 write = store.atomic_write
 def slow(path, text, no_links=None):  # the first writer dawdles between the samples and the head
@@ -339,7 +339,7 @@ def test_stored_answers_of_another_sample_size_than_the_header_are_refused(store
 def test_a_training_that_never_started_says_so(tmp_path):
     """Issue 36, case 17: a missing model was reported as 'training failed (its run folder ... is
     kept: rerun to resume)' though nothing was written."""
-    from calbench.leaderboard.run.rows import training_failed
+    from calbench.leaderboard.run.commands import training_failed
 
     assert "did not start (nothing was written" in training_failed("row", tmp_path / "train")
     (tmp_path / "train").mkdir()

@@ -23,7 +23,9 @@ from calbench.leaderboard.recipes.curves import CurveRun, Curves
 from calbench.leaderboard.recipes.loader import Recipe
 from calbench.leaderboard.records import store
 from calbench.leaderboard.records.record_types import RunRecord
-from calbench.leaderboard.run.rows import WORKDIR, not_trained_as, run_calbench, run_row, say, training_failed
+from calbench.leaderboard.run.commands import not_trained_as, run_calbench, say
+from calbench.leaderboard.run.commands import train as train_run
+from calbench.leaderboard.run.rows import WORKDIR, run_row
 from calbench.provenance import write_json
 from calbench.stats import Estimate
 from calbench.task_names import EXACT_TASKS, LIKELIHOOD_TASKS, SAMPLING_TASKS
@@ -31,11 +33,9 @@ from calbench.train_record import (
     ADAPTER,
     CHECKPOINT_FILE,
     INTERPOLATED,
-    RUN_FILE,
     TRAIN_RECORD,
     complete_checkpoints,
     logged_loss,
-    train_arguments,
     trainer_log,
 )
 
@@ -97,12 +97,7 @@ def run_curves(
             say(f"{run.name}: no complete checkpoint in {train_folder} yet: nothing scored")
             continue
         if train and not done:
-            args = [*train_arguments(run.model, run.train), "--output", str(train_folder), "--keep-checkpoints", "0"]
-            if (train_folder / RUN_FILE).is_file():
-                args.append("--resume")
-            say(f"{run.name}: training: calbench train {' '.join(args)}")
-            if run_calbench(["train", *args]).returncode != 0:
-                raise RefusedRunError(training_failed(run.name, train_folder))
+            train_run(run.name, run.model, run.train, train_folder, "--keep-checkpoints", "0")
         summary_file = train_folder / ADAPTER / TRAIN_RECORD
         summary = json.loads(summary_file.read_text()) if summary_file.is_file() else None
         if summary is not None:

@@ -28,8 +28,6 @@ import json
 import os
 import shlex
 import shutil
-import subprocess
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -41,22 +39,13 @@ from calbench.leaderboard.recipes.fields import Evaluation
 from calbench.leaderboard.recipes.loader import Recipe
 from calbench.leaderboard.records import store
 from calbench.leaderboard.records.record_types import EvaluationPart, RunRecord
+from calbench.leaderboard.run.commands import not_trained_as, run_calbench, say, train
 from calbench.provenance import sha256_json, weights_hash, write_json
-from calbench.train_record import ADAPTER, RUN_FILE, TRAIN_RECORD, train_arguments
+from calbench.train_record import ADAPTER, TRAIN_RECORD
 
 WORKDIR = Path("calbench_results") / "rows"
 MARKER = "calbench_evaluation.json"  # written when an evaluation has finished
 ADAPTER_FILES_LEFT_OUT = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")  # the base model's
-
-
-def say(message: str) -> None:
-    """A progress line of ``calbench leaderboard run`` (on stderr)."""
-    print(f"[calbench leaderboard run] {message}", file=sys.stderr, flush=True)
-
-
-def run_calbench(args: Sequence[str]) -> subprocess.CompletedProcess[str]:
-    """``calbench ARGS`` in a fresh process, its output passing through (progress bars included)."""
-    return subprocess.run([sys.executable, "-m", "calbench", *args], check=False, text=True)
 
 
 # ---------------------------------------------------------------- the adapter
@@ -81,40 +70,13 @@ def ensure_adapter(recipe: Recipe, workdir: Path) -> None:
     if recipe.train is None:
         raise RecipeError(f"{recipe.path}: no adapter at {folder}, and no adapter.train to make one")
     run = workdir / recipe.name / "train"
-    args = [*train_arguments(recipe.model, recipe.train), "--output", str(run)]
-    if (run / RUN_FILE).is_file():
-        args.append("--resume")
-    say(f"{recipe.name}: training the adapter: calbench train {shlex.join(args)}")
-    if run_calbench(["train", *args]).returncode != 0:
-        raise RefusedRunError(training_failed(recipe.name, run))
+    train(recipe.name, recipe.model, recipe.train, run, what="training the adapter")
     partial = folder.with_name(folder.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     shutil.copytree(run / ADAPTER, partial, ignore=shutil.ignore_patterns(*ADAPTER_FILES_LEFT_OUT))
     portable_output(partial / TRAIN_RECORD, recipe.name)
     partial.rename(folder)
     say(f"{recipe.name}: adapter written to {folder}")
-
-
-def not_trained_as(model: str, train: Mapping[str, Any], adapter: Path) -> str | None:
-    """Why ``adapter`` was not trained as the recipe's ``train`` options say (``calbench train
-    --same-as``, in a fresh process: the training add-on is not imported here), or None."""
-    done = subprocess.run(
-        [sys.executable, "-m", "calbench", "train", *train_arguments(model, train), "--same-as", str(adapter)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode == 0:
-        return None
-    return "; ".join(line.removeprefix("calbench train: ") for line in done.stderr.strip().splitlines())
-
-
-def training_failed(name: str, run: Path) -> str:
-    """What a failed ``calbench train`` left: a run folder to resume, or nothing (it never started:
-    a missing model, a bad option; calbench train said why above)."""
-    if (run / RUN_FILE).is_file():
-        return f"{name}: training failed (its run folder {run} is kept: rerun to resume)"
-    return f"{name}: training did not start (nothing was written; calbench train's message above says why)"
 
 
 def portable_output(summary: Path, row: str) -> None:
