@@ -29,7 +29,7 @@ from calbench.task_names import CHOICE_SETS
 
 COMMANDS_GROUP = "calbench.commands"  # entry points of add-ons: `calbench train` is the training add-on's
 STORE = Path("leaderboards") / "results"  # the leaderboard's results store
-WORKDIR = Path("calbench_results") / "rows"  # lm-eval's raw output and curve runs' folders (leaderboard.rows')
+WORKDIR = Path("calbench_results") / "rows"  # lm-eval's raw output and curve runs' folders (leaderboard.run.rows')
 
 
 def _fail(command: str, err: BaseException | str) -> int:

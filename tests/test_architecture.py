@@ -159,9 +159,9 @@ LAYERS = [
         ),
     ),
     ("evaluation", lambda m: m == "calbench.evaluation"),
+    ("training add-on", lambda m: m.startswith("calbench.training")),  # it imports nothing of the leaderboard
     ("leaderboard", lambda m: m.startswith("calbench.leaderboard")),
     ("front", lambda m: m in ("calbench.demo", "calbench.cli", "calbench.__main__")),
-    ("training add-on", lambda m: m.startswith("calbench.training")),
 ]
 
 
@@ -276,3 +276,57 @@ def test_the_leaderboard_package_lists_its_modules():
     for room in rooms:
         doc = importlib.import_module(f"calbench.leaderboard.{room}").__doc__
         assert sorted(_listed(doc)) == sorted({p.stem for p in (LEADERBOARD / room).glob("*.py")} - {"__init__"}), room
+
+
+# The leaderboard's rooms and the rooms each may import (besides itself and leaderboard.errors):
+# records and recipes at the bottom, pages drawn from them, run on top; nothing runs back up.
+LEADERBOARD_ROOMS = {
+    "records": set(),
+    "recipes": {"records"},
+    "pages": {"records", "recipes"},
+    "run": {"records", "recipes", "pages"},
+}
+
+
+def _room(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["calbench", "leaderboard"] else None
+
+
+def test_the_leaderboard_rooms_import_only_downward():
+    """Pages never import run, records never import pages (nor recipes or run), recipes never import
+    pages or run: the store and the recipes are read without the pages, the pages drawn without running."""
+    g = graph()
+    assert set(LEADERBOARD_ROOMS) == {p.name for p in LEADERBOARD.iterdir() if (p / "__init__.py").is_file()}
+    offenders = {
+        m: sorted(d for d in deps if _room(d) in LEADERBOARD_ROOMS and _room(d) not in {_room(m), *allowed})
+        for m, deps in g.items()
+        if (allowed := LEADERBOARD_ROOMS.get(_room(m) or "")) is not None
+    }
+    assert not {m: d for m, d in offenders.items() if d}
+    assert "calbench.leaderboard.pages.render" in g and "calbench.leaderboard.run.rows" in g
+
+
+def test_the_training_addon_imports_nothing_of_the_leaderboard():
+    """The add-on takes what it shares with the leaderboard (run-folder files, card sections, recorded
+    options) from ``calbench.train_record``, so its room sits below the leaderboard's."""
+    offenders = {
+        m: sorted(d for d in deps if d.startswith("calbench.leaderboard"))
+        for m, deps in graph().items()
+        if m.startswith("calbench.training")
+    }
+    assert not {m: d for m, d in offenders.items() if d}
+    assert [n for n, _ in LAYERS].index("training add-on") < [n for n, _ in LAYERS].index("leaderboard")
+
+
+def test_the_leaderboard_imports_its_errors_not_its_checks_for_an_error():
+    """An error class is ``calbench.leaderboard.errors``': no module imports the store's checks or a
+    recipe module for ``RefusedRunError`` or ``RecipeError``."""
+    errors = {"calbench.leaderboard.errors.RefusedRunError", "calbench.leaderboard.errors.RecipeError"}
+    found = {}
+    for pkg, folder in PACKAGES.items():
+        for path in folder.rglob("*.py"):
+            names = _imports(path, _module_name(pkg, folder, path))
+            found[path.name] = {n for n in names if n.rpartition(".")[2] in ("RefusedRunError", "RecipeError")}
+    assert not {f: sorted(n - errors) for f, n in found.items() if n - errors}
+    assert any(n & errors for n in found.values())
