@@ -120,7 +120,8 @@ def _one_of_each() -> list[Path]:
     """Each top-level record (the rows) and, of every curve store (curves, protocols,
     generalization, transfer), the last point of its first run: every task and protocol the store
     holds, in a few minutes with a cold cache."""
-    rows, runs = [], {}
+    rows: list[Path] = []
+    runs: dict[Path, dict[Path, list[Path]]] = {}
     for f in rescoring.record_files([RESULTS]):
         if f.name.startswith("step-"):  # a curve point: its run is its folder, its store the one above
             runs.setdefault(f.parent.parent, {}).setdefault(f.parent, []).append(f)
@@ -142,7 +143,9 @@ def test_every_row_s_stored_aggregates_are_what_its_stored_answers_give_today():
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("CALBENCH_EXHAUSTIVE"), reason="about 2 min warm, an hour cold: CALBENCH_EXHAUSTIVE=1")
+@pytest.mark.skipif(
+    not os.environ.get("CALBENCH_EXHAUSTIVE"), reason="about 2 min warm, an hour cold: CALBENCH_EXHAUSTIVE=1"
+)
 def test_every_stored_aggregate_is_what_the_stored_answers_give_today():
     """Case 12: no stored metric the current code would not compute. Every numeric sampling task of
     every committed record (rows, curve points, protocols, generalization, transfer) scored again
