@@ -120,7 +120,8 @@ def _one_of_each() -> list[Path]:
     """Each top-level record (the rows) and, of every curve store (curves, protocols,
     generalization, transfer), the last point of its first run: every task and protocol the store
     holds, in a few minutes with a cold cache."""
-    rows, runs = [], {}
+    rows: list[Path] = []
+    runs: dict[Path, dict[Path, list[Path]]] = {}
     for f in rescoring.record_files([RESULTS]):
         if f.name.startswith("step-"):  # a curve point: its run is its folder, its store the one above
             runs.setdefault(f.parent.parent, {}).setdefault(f.parent, []).append(f)
