@@ -112,6 +112,14 @@ def test_a_row_without_an_adapter_runs_no_drift(tmp_path):
             "train.max_steps: must be",
         ),
         ("type: base\nmodel: m\nadapter: {path: a, train: {method: --overwrite}}\n", "train.method: must be a plain"),
+        # a full fine-tune's row (fine_tune: its card folder and the training that rebuilds its weights)
+        ("type: fine-tuned\nmodel: m\nfine_tune: {card: c, train: {method: hard}}\n", "finetune: must be full"),
+        ("type: fine-tuned adapter\nmodel: m\nfine_tune: {card: c, train: {finetune: full}}\n", "of type fine-tuned"),
+        ("type: fine-tuned\nmodel: m\nadapter: {path: a}\nfine_tune: {card: c}\n", "an adapter or a full fine-tune"),
+        ("type: fine-tuned\nmodel: m\nfine_tune: {train: {finetune: full}}\n", "fine_tune.card: name the folder"),
+        ("type: fine-tuned\nmodel: m\nfine_tune: {card: c}\n", "fine_tune.train: the calbench train options"),
+        ("type: fine-tuned\nmodel: m\nfine_tune: {card: c, path: w}\n", "unknown field(s) ['path']"),
+        ("type: fine-tuned\nmodel: m\nfine_tune: {card: c, train: {finetune: full, output: o}}\n", "are the run's"),
     ],
 )
 def test_bad_recipes_are_refused_naming_the_file_and_field(tmp_path, text, message):
@@ -343,6 +351,58 @@ def test_run_trains_a_missing_adapter_then_evaluates_it(tiny_split, tmp_path, ca
     row.write_text(row.read_text().replace("max_steps: 2", "max_steps: 3"))
     assert cli.main(argv) == 2
     assert "max_steps: asked 3, adapter 2" in capsys.readouterr().err
+
+
+@pytest.mark.integration
+def test_a_full_fine_tune_row_keeps_its_weights_in_the_work_folder_and_publishes_their_card_and_hash(
+    tiny_split, tmp_path, capsys
+):
+    """A ``fine_tune:`` row trains its weights in ``<workdir>/<row>/train``, evaluates them there,
+    and writes only their card and training record to its card folder, the card naming the recipe
+    that rebuilds them and their SHA-256, the record their hash; a rerun trains and evaluates nothing,
+    and a changed training option is refused."""
+    from calbench.provenance import sha256_file, weights_hash
+
+    rows = tmp_path / "rows"
+    _write(rows, "defaults.yaml", "backend: calbench-hf\nchat_template: true\ntrain: {use_cpu: true}\n")
+    card = tmp_path / "fine-tunes" / "tiny-full"
+    row = _write(
+        rows,
+        "tiny-full.yaml",
+        f"type: fine-tuned\nmodel: {tiny_split}\n"
+        f"fine_tune: {{card: {card}, train: {{method: hard, max_steps: 2, batch_size: 2, effective_batch: 2,"
+        " prompts: 30, max_bins: 64, finetune: full, save_steps: 1}}\n"
+        "evaluations:\n  quick: {tasks: [calbench_numeric_quick], samples_per_prompt: 2}\n  drift: {kind: drift}\n",
+    )
+    assert [e.name for e in load_row(row).evaluations] == ["quick"]  # no adapter: no drift
+    store_dir, work = tmp_path / "store", tmp_path / "work"
+    argv = ["leaderboard", "run", str(row), "--results-dir", str(store_dir), "--workdir", str(work)]
+    assert cli.main(argv) == 0, capsys.readouterr().err[-3000:]
+    assert "training the full fine-tune" in capsys.readouterr().err
+    weights = work / "tiny-full" / "train" / "adapter"
+    assert (weights / "model.safetensors").is_file()
+    assert sorted(p.name for p in card.iterdir()) == sorted(
+        ["README.md", "calbench_train.json", "config.json", "generation_config.json"]
+    )
+    assert json.loads((card / "calbench_train.json").read_text())["config"]["output"] == "<workdir>/tiny-full/train"
+    record = store.load_record(store_dir / "tiny-full.json")
+    assert record["type"] == "fine-tuned" and record["model"]["weights_sha256"] == weights_hash(weights)
+    assert record["model"]["adapter"] is None
+    assert record["recipe"]["fine_tune"]["card"] == str(card)
+    command = record["evaluations"]["quick"]["command"]
+    assert "pretrained=<workdir>/tiny-full/train/adapter " in command and str(work) not in command
+    text = (card / "README.md").read_text()
+    assert f"`calbench leaderboard run {row.as_posix()} --workdir DIR`" in text
+    assert sha256_file(weights / "model.safetensors") in text and weights_hash(weights) in text
+    assert "<this folder>" not in text  # the card's folder holds no weights
+    # A rerun trains and evaluates nothing; a changed training option is refused, the weights kept.
+    assert cli.main(argv) == 0
+    err = capsys.readouterr().err
+    assert "calbench train" not in err and "calbench eval" not in err and "finished in" in err
+    row.write_text(row.read_text().replace("max_steps: 2", "max_steps: 3"))
+    assert cli.main(argv) == 2
+    assert "max_steps: asked 3, adapter 2" in capsys.readouterr().err
+    assert weights_hash(weights) == record["model"]["weights_sha256"]
 
 
 def test_the_demo_shows_each_methods_best_smollm2_adapter_on_the_leaderboard():

@@ -118,17 +118,24 @@ def _record(name, kind, answers):
     return {"name": name, "type": kind, "tasks": {"calbench_numeric_unseen": {"samples": stored}}}
 
 
-def test_the_tails_page_shows_every_row_and_the_adapters_prompt_by_prompt():
+def test_the_tails_page_shows_every_row_and_the_trained_systems_prompt_by_prompt():
     from calbench.leaderboard.pages import tails_page
 
     exact = np.round(stats.norm.ppf((np.arange(20) + 0.5) / 20), 4).tolist()  # one answer in each tail
     far = [40.0] * 10 + [0.0] * 10  # half of them 40 law standard deviations out
-    page = tails_page.render([_record("exact", "reference", exact), _record("tuned", "fine-tuned adapter", far)])
+    page = tails_page.render(
+        [
+            _record("exact", "reference", exact),
+            _record("tuned", "fine-tuned adapter", far),
+            _record("full", "fine-tuned", far),
+        ]
+    )
     lines = {line.split("|")[1].strip(): line for line in page.splitlines() if line.startswith("| ")}
     cells = [c.strip() for c in lines["exact"].split("|")[1:-1]]
     assert cells[1:4] == ["unseen", "1 of 1", "0.1 ± 0.15"]  # 2 of 20 in the outer 10% (Agresti-Coull)
     cells = [c.strip() for c in lines["tuned"].split("|")[1:-1]]
     assert cells[3].startswith("0.5 ±") and cells[6].startswith("0.5 ±") and cells[7].startswith("0.5 ±")
-    assert "## The adapters, prompt by prompt" in page
+    assert "## The trained systems, prompt by prompt" in page
+    assert "full: outer, median" in page.split("## The trained systems")[1]  # a full fine-tune too, not only adapters
     assert "| gaussian(mu=0,sigma=1) (unseen) | 0" in page and "0.50, 20" in page and "40 (100%)" in page
     assert tails_page.write([{"name": "x", "type": "base", "tasks": {}}], Path("/nonexistent")) == []  # nothing to show

@@ -127,9 +127,11 @@ def _transfer_columns() -> list[Column]:
 
 
 def _trained(record: RunRecord) -> tuple[str, float] | None:
-    """An adapter's training prompts and the factor their ranges were widened by (1 for the grid),
-    from its recipe, as trained (``train_record.trained_option``); None without a training recipe."""
-    train = ((record.get("recipe") or {}).get("adapter") or {}).get("train")
+    """An adapter's (or a full fine-tune's) training prompts and the factor their ranges were widened
+    by (1 for the grid), from its recipe, as trained (``train_record.trained_option``); None without
+    a training recipe."""
+    recipe = record.get("recipe") or {}
+    train = (recipe.get("adapter") or recipe.get("fine_tune") or {}).get("train")
     if not isinstance(train, Mapping):
         return None
     parameters = trained_option(train, "parameters")
@@ -204,6 +206,9 @@ def _describe(r: RunRecord) -> str:
         for settings in sorted(sent):
             pairs = ", ".join(f"{k}={v}" for k, v in json.loads(settings).items() if k != "until")
             bits.append(f"sent {pairs}, a seed per sample")
+    fine_tune = (r.get("recipe") or {}).get("fine_tune")
+    if fine_tune:  # its weights live in the work folder: name the model it tunes and its card
+        bits[1] = f"a full fine-tune of {r['recipe']['model']} (card {fine_tune['card']})"
     if m.get("adapter"):
         bits.append(f"adapter {m['adapter']} ({m.get('adapter_sha256')})")
     if m.get("weights_sha256"):

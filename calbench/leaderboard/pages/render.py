@@ -87,12 +87,18 @@ def named(by_name: Mapping[str, Scored], names: Sequence[str], folder: Path) -> 
 def cards(
     row_recipes: Sequence[loader.Recipe], by_name: Mapping[str, Scored], results_dir: Path, root: Path = Path(".")
 ) -> list[Path]:
-    """Each row adapter's card, with the adapter's record and its base model's (the row of the
-    same model without an adapter), where the store holds the records and the adapter its card."""
+    """Each row adapter's card (and each full fine-tune's, in its card folder), with its record and
+    its base model's (the row of the same model, neither adapter nor fine-tune), where the store
+    holds the records and the folder its card."""
     written = []
     for r in row_recipes:
-        if r.adapter is None or r.name not in by_name or not (root / r.adapter / "README.md").is_file():
+        folder = r.adapter or r.fine_tune
+        if folder is None or r.name not in by_name or not (root / folder / "README.md").is_file():
             continue
-        bases = [b.name for b in row_recipes if b.adapter is None and b.model == r.model and b.name in by_name]
-        written.append(card.write_card(root / r.adapter, named(by_name, [r.name, *bases[:1]], results_dir)))
+        bases = [
+            b.name
+            for b in row_recipes
+            if b.adapter is None and b.fine_tune is None and b.model == r.model and b.name in by_name
+        ]
+        written.append(card.write_card(root / folder, named(by_name, [r.name, *bases[:1]], results_dir)))
     return written

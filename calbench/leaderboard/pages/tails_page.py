@@ -27,6 +27,7 @@ from calbench.stats import fmt
 from calbench.task_names import NUMERIC_SPLITS, QUICK, SAMPLING_TASKS
 
 TABLE = "tails.md"
+TRAINED = ("fine-tuned adapter", "fine-tuned")  # the rows shown prompt by prompt: a LoRA adapter, a full fine-tune
 SPLITS = {**{SAMPLING_TASKS[s]: s for s in NUMERIC_SPLITS}, QUICK: "quick"}
 HEADERS = [
     "row",
@@ -99,7 +100,7 @@ def render(records: Sequence[RunRecord | Scored], curve_points: Sequence[tuple[s
     adapters = [
         s.record
         for s in ranked(ready)
-        if s.record.get("type") == "fine-tuned adapter" and _rows_of(s.record, SAMPLING_TASKS["unseen"])
+        if s.record.get("type") in TRAINED and _rows_of(s.record, SAMPLING_TASKS["unseen"])
     ]
     if not table:
         return ""
@@ -122,7 +123,7 @@ def render(records: Sequence[RunRecord | Scored], curve_points: Sequence[tuple[s
     )
     if adapters:
         text += (
-            "\n## The adapters, prompt by prompt\n\n"
+            "\n## The trained systems, prompt by prompt\n\n"
             "Each prompt's share of valid answers in the law's outer 10% and its median valid answer, beside the"
             " law's median.\n\n" + _adapter_prompts(adapters) + "\n"
         )

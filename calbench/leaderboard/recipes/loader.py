@@ -18,6 +18,16 @@ A row::
       path: leaderboards/adapters/smollm2-135m-instruct-soft
       train: {method: soft, max_steps: 60, ...}    # calbench train's options (defaults.yaml's train: under them;
                                                    # no parameters: the paper's grid, as when recipes began)
+
+A full fine-tune (``type: fine-tuned``) is a row whose weights are not committed: ``fine_tune:``
+instead of ``adapter:``, its ``train:`` with ``finetune: full``; the weights are trained (or found)
+in ``<workdir>/<row>/train`` and evaluated there, and ``card:`` is the committed folder that holds
+their card and training record (no weights): the record carries the weights' SHA-256 and the card
+says how to rebuild them::
+
+    fine_tune:
+      card: leaderboards/fine-tunes/smollm2-135m-instruct-hard-wide-full
+      train: {method: hard, finetune: full, lr: 5.0e-5, ...}
     evaluations:                      # over defaults.yaml's: change some fields, or `false` to skip one
       sampling: {samples_per_prompt: 1000}
       likelihood: false
@@ -60,7 +70,19 @@ from calbench.task_names import QUICK
 
 ROWS = Path("leaderboards") / "rows"
 KINDS = ("row", "protocols", "tradeoff", "curve")
-ROW_KEYS = {"kind", "type", "model", "backend", "model_args", "chat_template", "adapter", "evaluations", "results_dir"}
+ROW_KEYS = {
+    "kind",
+    "type",
+    "model",
+    "backend",
+    "model_args",
+    "chat_template",
+    "adapter",
+    "fine_tune",
+    "evaluations",
+    "results_dir",
+}
+FINE_TUNE_KEYS = {"card", "train"}
 
 
 @dataclass(frozen=True)
@@ -79,6 +101,7 @@ class Recipe:
     evaluations: tuple[Evaluation, ...]
     results_dir: Path = RESULTS
     command: str = ""
+    fine_tune: str | None = None  # a full fine-tune's committed card folder (its weights in the work folder)
 
     def resolved(self) -> dict[str, Any]:
         """What the record embeds: everything that decides the row's numbers, defaults filled in."""
@@ -91,6 +114,7 @@ class Recipe:
             "chat_template": self.chat_template,
             "adapter": None if self.adapter is None else {"path": self.adapter, "train": self.train},
             "evaluations": {e.name: e.spec() for e in self.evaluations},
+            **({"fine_tune": {"card": self.fine_tune, "train": self.train}} if self.fine_tune is not None else {}),
         }
 
     def sha256(self) -> str:
@@ -166,6 +190,9 @@ def load_row(path: Path, defaults: Mapping[str, Any] | None = None) -> Recipe:
             train = merge(train_defaults, spec["train"])
             need("model" not in train, path, "adapter.train.model", "the base model is the row's model:")
             check_train_options(path, "adapter.train", train, model)
+    fine_tune = None
+    if data.get("fine_tune") is not None:
+        fine_tune, train = _fine_tune(path, data, model, train_defaults)
     backend = str(backend)
     if backend.startswith("calbench-") and backend != "calbench-hf":
         need(model is None, path, "model", f"the reference {backend} takes no model")
@@ -188,7 +215,32 @@ def load_row(path: Path, defaults: Mapping[str, Any] | None = None) -> Recipe:
         evaluations,
         results_dir,
         command=f"calbench leaderboard run {path.as_posix()}",
+        fine_tune=fine_tune,
     )
+
+
+def _fine_tune(
+    path: Path, data: Mapping[str, Any], model: str | None, train_defaults: Mapping[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    """A row's ``fine_tune: {card, train}`` (a full fine-tune whose weights are rebuilt, not committed), checked."""
+    spec = data["fine_tune"]
+    need(isinstance(spec, Mapping), path, "fine_tune", "must be a mapping with card: and train:")
+    unknown = sorted(set(spec) - FINE_TUNE_KEYS)
+    need(not unknown, path, "fine_tune", f"unknown field(s) {unknown}; known: {sorted(FINE_TUNE_KEYS)}")
+    need(data.get("adapter") is None, path, "fine_tune", "a row is an adapter or a full fine-tune, not both")
+    need(data.get("type") == "fine-tuned", path, "type", "a full fine-tune's row is of type fine-tuned")
+    need(model is not None, path, "fine_tune", "a fine-tune needs its base model: set model:")
+    assert model is not None  # (need)
+    card = spec.get("card")
+    need(isinstance(card, str) and bool(card), path, "fine_tune.card", "name the folder for its card (committed)")
+    check_model_path(path, "fine_tune.card", str(card))
+    raw = spec.get("train")
+    need(isinstance(raw, Mapping), path, "fine_tune.train", "the calbench train options that rebuild its weights")
+    train = merge(train_defaults, raw)
+    need("model" not in train, path, "fine_tune.train.model", "the base model is the row's model:")
+    need(train.get("finetune") == "full", path, "fine_tune.train.finetune", "must be full (a LoRA row is adapter:)")
+    check_train_options(path, "fine_tune.train", train, model, allowed=("save_steps",))
+    return str(card), dict(train)
 
 
 def quick_task(protocol: str) -> str:

@@ -6,7 +6,10 @@ For a row (``calbench.leaderboard.recipes.loader``):
    (``calbench train`` with the recipe's options, in ``<workdir>/<row>/train``: an
    interrupted training resumes) and copied into place. If it is there, the recipe must be
    what trained it: ``calbench train --same-as`` compares the options, defaults resolved,
-   and a disagreement is refused.
+   and a disagreement is refused. A full fine-tune's weights (``fine_tune:``) stay in
+   ``<workdir>/<row>/train`` (trained there if missing, checked so if there) and are evaluated
+   there; their card and training record, without the weights, are copied to the recipe's
+   ``card`` folder, with a paragraph on rebuilding them and their SHA-256.
 2. **The evaluations**, in the recipe's order. Each is one lm-eval run (``calbench eval``)
    in its own process, writing to ``<workdir>/<row>/<evaluation>/`` (lm-eval's folder named
    after the model's path is flattened away), or the adapter's drift (``calbench drift``).
@@ -40,12 +43,14 @@ from calbench.leaderboard.recipes.loader import Recipe
 from calbench.leaderboard.records import store
 from calbench.leaderboard.records.record_types import EvaluationPart, RunRecord
 from calbench.leaderboard.run.commands import not_trained_as, run_calbench, say, train
-from calbench.provenance import sha256_json, weights_hash, write_json
-from calbench.train_record import ADAPTER, TRAIN_RECORD
+from calbench.provenance import sha256_file, sha256_json, weights_hash, write_json
+from calbench.train_record import ADAPTER, RUN_FILE, TRAIN_RECORD
 
 WORKDIR = Path("calbench_results") / "rows"
 MARKER = "calbench_evaluation.json"  # written when an evaluation has finished
 ADAPTER_FILES_LEFT_OUT = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")  # the base model's
+CARD_FILES = ("README.md", TRAIN_RECORD, "config.json", "generation_config.json")  # a full fine-tune's, committed
+REBUILD = "## Weights"
 
 
 # ---------------------------------------------------------------- the adapter
@@ -79,6 +84,64 @@ def ensure_adapter(recipe: Recipe, workdir: Path) -> None:
     say(f"{recipe.name}: adapter written to {folder}")
 
 
+def fine_tune_weights(recipe: Recipe, workdir: Path) -> Path:
+    """A full fine-tune row's weights folder: its training run's final model in ``<workdir>/<row>/train``."""
+    return workdir / recipe.name / "train" / ADAPTER
+
+
+def ensure_fine_tune(recipe: Recipe, workdir: Path) -> None:
+    """A full fine-tune row's weights in the work folder, trained (or resumed) if the run has not
+    finished, checked against the recipe if it has; then its card folder written if missing."""
+    if recipe.fine_tune is None:
+        return
+    assert recipe.model is not None and recipe.train is not None  # (recipes.load_row)
+    run = workdir / recipe.name / "train"
+    weights = fine_tune_weights(recipe, workdir)
+    finished = (run / RUN_FILE).is_file() and json.loads((run / RUN_FILE).read_text()).get("finished") is True
+    if finished and (weights / TRAIN_RECORD).is_file():
+        why = not_trained_as(recipe.model, recipe.train, weights)
+        if why is not None:
+            raise RefusedRunError(
+                f"{weights} was not trained as {recipe.path} says ({why}): fix the recipe, or use another --workdir"
+            )
+    else:
+        train(recipe.name, recipe.model, recipe.train, run, what="training the full fine-tune (its weights stay here)")
+    card = Path(recipe.fine_tune)
+    if not (card / TRAIN_RECORD).is_file():
+        write_fine_tune_card(recipe, weights, card)
+
+
+def write_fine_tune_card(recipe: Recipe, weights: Path, card: Path) -> None:
+    """Copy a full fine-tune's card and training record (not its weights) to ``card``, the card
+    ending with how to rebuild the weights and their SHA-256 (``provenance.weights_hash``)."""
+    partial = card.with_name(card.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    for name in CARD_FILES:
+        if (weights / name).is_file():
+            shutil.copy2(weights / name, partial / name)
+    portable_output(partial / TRAIN_RECORD, recipe.name)
+    files = sorted(weights.glob("*.safetensors"))
+    size = sum(f.stat().st_size for f in files) / 2**20
+    listed = "\n".join(f"- `{f.name}`: SHA-256 `{sha256_file(f)}`" for f in files)
+    text = (
+        (partial / "README.md").read_text().rstrip("\n").replace("<this folder>", "<the weights' folder: see Weights>")
+    )
+    text += (
+        f"\n\n{REBUILD}\n\nNot in this folder ({size:,.0f} MiB of safetensors): "
+        f"`{recipe.command} --workdir DIR` trains them in `DIR/{recipe.name}/train` (an interrupted "
+        "training resumes) and evaluates them there. The published weights:\n\n"
+        f"{listed}\n\nand their hash as the row's record names it (`model.weights_sha256`, "
+        f"`calbench.provenance.weights_hash`): `{weights_hash(weights)}`. Rebuilt weights that hash "
+        "otherwise (another machine's floating-point order) are evaluated afresh, and the record then "
+        "names their hash.\n"
+    )
+    (partial / "README.md").write_text(text)
+    shutil.rmtree(card, ignore_errors=True)
+    partial.rename(card)
+    say(f"{recipe.name}: the fine-tune's card and training record written to {card} (its weights stay in {weights})")
+
+
 def portable_output(summary: Path, row: str) -> None:
     """A published adapter's training record names its run folder as ``<workdir>/<row>/train``,
     as the records name evaluations' folders: the folder it trained in is this machine's."""
@@ -109,7 +172,7 @@ def eval_arguments(recipe: Recipe, evaluation: Evaluation, out: Path) -> list[st
     """``calbench eval``'s arguments for one evaluation, writing under ``out``."""
     args = ["--model", recipe.backend]
     if recipe.model is not None:
-        pairs = {"pretrained": model_catalogue.resolve(recipe.model), **recipe.model_args}
+        pairs = {"pretrained": model_folder(recipe, out.parent.parent), **recipe.model_args}
         if recipe.adapter:
             pairs["peft"] = recipe.adapter
         args += ["--model_args", ",".join(f"{k}={v}" for k, v in pairs.items())]
@@ -123,9 +186,21 @@ def eval_arguments(recipe: Recipe, evaluation: Evaluation, out: Path) -> list[st
     return [*args, "--output_path", str(out)]
 
 
-def _portable(args: Sequence[str], recipe: Recipe) -> str:
-    """An evaluation's command as the record shows it: the model's folder as its catalogue lookup."""
+def model_folder(recipe: Recipe, workdir: Path) -> str:
+    """What ``pretrained=`` names: a full fine-tune's weights in the work folder, else the row's model
+    (a catalogue name resolved to its folder)."""
+    assert recipe.model is not None
+    if recipe.fine_tune is not None:
+        return str(fine_tune_weights(recipe, workdir))
+    return model_catalogue.resolve(recipe.model)
+
+
+def _portable(args: Sequence[str], recipe: Recipe, workdir: Path) -> str:
+    """An evaluation's command as the record shows it: the model's folder as its catalogue lookup,
+    a full fine-tune's as ``<workdir>/<row>/train/adapter``."""
     text = shlex.join(["calbench", "eval", *args])
+    if recipe.fine_tune is not None:
+        text = text.replace(str(fine_tune_weights(recipe, workdir)), f"<workdir>/{recipe.name}/train/{ADAPTER}")
     if recipe.model in model_catalogue.CATALOGUE:
         text = text.replace(model_catalogue.resolve(recipe.model), f"$(calbench models path {recipe.model})")
     return text
@@ -155,12 +230,12 @@ def finished_output(out: Path, key: str, weights: str | None = None) -> dict[str
     return marker if weights is None or marker.get("weights_sha256") == weights else None
 
 
-def model_weights(recipe: Recipe) -> str | None:
+def model_weights(recipe: Recipe, workdir: Path) -> str | None:
     """The hash of the recipe's model folder's weights now (None for a reference or a hub id): an
     evaluation is finished only for the weights that made it, not for the folder's path."""
     if recipe.model is None:
         return None
-    return weights_hash(model_catalogue.resolve(recipe.model))
+    return weights_hash(model_folder(recipe, workdir))
 
 
 def run_evaluation(
@@ -174,13 +249,13 @@ def run_evaluation(
         assert recipe.model is not None and recipe.adapter is not None
         base = model_catalogue.resolve(recipe.model)
         args = ["drift", "--model", base, "--adapter", recipe.adapter, "--output", str(out / "drift.json")]
-        shown = _portable(args, recipe).replace("calbench eval drift", "calbench drift")
+        shown = _portable(args, recipe, out.parent.parent).replace("calbench eval drift", "calbench drift")
         say(f"{recipe.name}: {evaluation.name}: {shown}")
         done = run_calbench(args)
         result = "drift.json"
     else:
         args = eval_arguments(recipe, evaluation, out)
-        shown = _portable(args, recipe)
+        shown = _portable(args, recipe, out.parent.parent)
         say(f"{recipe.name}: {evaluation.name}: {shown}")
         done = run_calbench(["eval", *args])
         result = ""
@@ -296,7 +371,8 @@ def run_row(
     if stored is not None and not replace:
         check_same_recipe(recipe, stored, results_dir)
     ensure_adapter(recipe, workdir)
-    weights = model_weights(recipe)
+    ensure_fine_tune(recipe, workdir)
+    weights = model_weights(recipe, workdir)
     if stored is not None and weights is not None and stored["model"].get("weights_sha256") not in (None, weights):
         say(
             f"{recipe.name}: the model's weights changed ({stored['model']['weights_sha256']} in the record, "
