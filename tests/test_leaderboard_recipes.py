@@ -324,18 +324,24 @@ def test_run_stores_a_record_then_skips_what_is_finished(tmp_path, capsys, monke
     assert "identical numbers: 2 tasks" in capsys.readouterr().out
 
 
+def _tiny_training_row(rows: Path, name: str, head: str, model: Path, more: str = "") -> Path:
+    """A row that trains on the tiny model in two steps: ``head`` opens its type and its
+    ``adapter:`` or ``fine_tune:`` mapping, which gets the training options (``more`` added)."""
+    _write(rows, "defaults.yaml", "backend: calbench-hf\nchat_template: true\ntrain: {use_cpu: true}\n")
+    train = "method: hard, max_steps: 2, batch_size: 2, effective_batch: 2, prompts: 30, max_bins: 64"
+    return _write(
+        rows,
+        f"{name}.yaml",
+        f"{head}, train: {{{train}{', ' + more if more else ''}}}}}\nmodel: {model}\n"
+        "evaluations:\n  quick: {tasks: [calbench_numeric_quick], samples_per_prompt: 2}\n  drift: {kind: drift}\n",
+    )
+
+
 @pytest.mark.integration
 def test_run_trains_a_missing_adapter_then_evaluates_it(tiny_split, tmp_path, capsys):
-    rows = tmp_path / "rows"
-    _write(rows, "defaults.yaml", "backend: calbench-hf\nchat_template: true\ntrain: {use_cpu: true}\n")
     adapter = tmp_path / "adapters" / "tiny-hard"
-    row = _write(
-        rows,
-        "tiny-hard.yaml",
-        f"type: fine-tuned adapter\nmodel: {tiny_split}\n"
-        f"adapter: {{path: {adapter}, train: {{method: hard, max_steps: 2, batch_size: 2, effective_batch: 2,"
-        " prompts: 30, max_bins: 64}}\n"
-        "evaluations:\n  quick: {tasks: [calbench_numeric_quick], samples_per_prompt: 2}\n  drift: {kind: drift}\n",
+    row = _tiny_training_row(
+        tmp_path / "rows", "tiny-hard", f"type: fine-tuned adapter\nadapter: {{path: {adapter}", tiny_split
     )
     store_dir, work = tmp_path / "store", tmp_path / "work"
     argv = ["leaderboard", "run", str(row), "--results-dir", str(store_dir), "--workdir", str(work)]
@@ -363,16 +369,13 @@ def test_a_full_fine_tune_row_keeps_its_weights_in_the_work_folder_and_publishes
     and a changed training option is refused."""
     from calbench.provenance import sha256_file, weights_hash
 
-    rows = tmp_path / "rows"
-    _write(rows, "defaults.yaml", "backend: calbench-hf\nchat_template: true\ntrain: {use_cpu: true}\n")
     card = tmp_path / "fine-tunes" / "tiny-full"
-    row = _write(
-        rows,
-        "tiny-full.yaml",
-        f"type: fine-tuned\nmodel: {tiny_split}\n"
-        f"fine_tune: {{card: {card}, train: {{method: hard, max_steps: 2, batch_size: 2, effective_batch: 2,"
-        " prompts: 30, max_bins: 64, finetune: full, save_steps: 1}}\n"
-        "evaluations:\n  quick: {tasks: [calbench_numeric_quick], samples_per_prompt: 2}\n  drift: {kind: drift}\n",
+    row = _tiny_training_row(
+        tmp_path / "rows",
+        "tiny-full",
+        f"type: fine-tuned\nfine_tune: {{card: {card}",
+        tiny_split,
+        "finetune: full, save_steps: 1",
     )
     assert [e.name for e in load_row(row).evaluations] == ["quick"]  # no adapter: no drift
     store_dir, work = tmp_path / "store", tmp_path / "work"
