@@ -192,6 +192,13 @@ def test_the_published_recipes_read_and_match_their_records():
         assert record["recipe"] == recipe.resolved() and record["recipe_sha256"] == recipe.sha256(), recipe.name
         assert record["command"] == f"calbench leaderboard run leaderboards/rows/{path.name}"
         assert set(record["evaluations"]) == set(recipe.names()), recipe.name
+        if recipe.fine_tune is not None:  # its weights are not committed: its card names the record's hash
+            card = (ROOT / recipe.fine_tune / "README.md").read_text()
+            assert (
+                f"(`model.weights_sha256`, `calbench.provenance.weights_hash`): `{record['model']['weights_sha256']}`"
+                in card
+            )
+            assert not list((ROOT / recipe.fine_tune).glob("*.safetensors")), recipe.name
     matrix = loader.load_protocols(ROWS / "protocols.yaml")
     protocol_store = {r["name"]: r for r in store.load_records(ROOT / "leaderboards" / "results" / "protocols")}
     assert {r.name for r in matrix} == set(protocol_store)
