@@ -129,3 +129,26 @@ def test_an_interpolated_run_takes_its_sources_options_and_model(tmp_path):
     text += "  full: {train: {effective_batch: 2, finetune: full}}\n  wise: {interpolate: {run: full, alpha: 0.5}}\n"
     full, wise = curves.load(_recipe(tmp_path, "m", text)).runs
     assert wise.interpolate == ("full", 0.5) and wise.train == full.train and wise.model == "m"
+
+
+def test_the_end_of_training_table_leads_with_the_headline_score_of_each_run_and_reference():
+    """The score a row would rank by (the calibration score on the unseen and held-out prompts,
+    sample-size-free) is on the transfer page beside each run's prompt sets, so a curve arm and a
+    leaderboard row compare on one number."""
+    from calbench.leaderboard.pages.numbers import Scored
+    from calbench.leaderboard.records import store
+    from calbench.stats import fmt
+
+    root = Path(__file__).resolve().parents[1]
+    spec = curves.with_results_dir(
+        curves.load(root / "leaderboards" / "rows" / "transfer.yaml"), root / "leaderboards" / "results" / "transfer"
+    )
+    points = curve_page.load_points(spec)
+    lookup = store.load_record(root / "leaderboards" / "results" / "lookup.json")
+    page = curve_page.ends(spec, points, [lookup])
+    header, _, *lines = [line for line in page.splitlines() if line.startswith("|")]
+    cells = {c[0]: c for c in ([x.strip() for x in line.split("|")[1:-1]] for line in lines)}
+    column = [h.strip() for h in header.split("|")[1:-1]].index(curve_page.HEADLINE_SCORE)
+    run = spec.runs[0]
+    assert cells[run.label][column] == fmt(Scored(points[run.name][-1]).calibration_score)
+    assert cells["lookup (reference)"][column] == "40.2 ± 0.81"  # the leaderboard's headline cell

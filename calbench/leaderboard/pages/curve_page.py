@@ -35,6 +35,7 @@ from calbench.stats import UNDEFINED, Z95, Estimate, fmt
 from calbench.task_names import DIAGNOSTIC_LABELS, DIAGNOSTIC_TASKS, NAMES, QUICK, SPLIT_LABELS, SPLIT_TASKS
 from calbench.train_record import trained_option
 
+HEADLINE_SCORE = "score (unseen + held-out)"  # the leaderboard's calibration score on the two sampling splits
 RETENTION = {
     "calbench_arithmetic": "exact_flexible",
     "calbench_format_following": "loose_acc",
@@ -239,7 +240,8 @@ def ends(
     points: Mapping[str, Sequence[RunRecord | Point]],
     references: Sequence[RunRecord | Scored] = (),
 ) -> str:
-    """The prompt-set protocol's comparison: each run at its last point, beside reference systems'
+    """The prompt-set protocol's comparison: each run at its last point (first the leaderboard's score on
+    its unseen and held-out prompts, then each prompt set's), beside reference systems'
     records (their sampling evaluations: the same numbers); "" for another protocol."""
     evaluations = (*curves.protocol, *curves.final)
     if not any(SPLIT_TASKS[s] in e.tasks for e in evaluations for s in ("train", "interp", "wide")):
@@ -252,17 +254,22 @@ def ends(
         if run.name in pts:
             last = pts[run.name][-1]
             step = f"{last.curve['step']} ({last.curve['examples']:,} examples)"
-            lines.append([run.label, step, *(fmt(last.numbers.get(k, UNDEFINED)) for k in keys)])
+            headline = _cell(Scored(last.record).calibration_score)
+            lines.append([run.label, step, headline, *(fmt(last.numbers.get(k, UNDEFINED)) for k in keys)])
     for reference in scored(references):
-        cells = []
+        cells = [_cell(reference.calibration_score)]
         for split in labels:
             for value in (reference.split_score(split), reference.split_following(split)):
-                cells.append(value if isinstance(value, str) else fmt(value))
+                cells.append(_cell(value))
         lines.append([f"{reference.name} (reference)", "n/a", *cells])
-    headers = ["run", "last point", *keys]
+    headers = ["run", "last point", HEADLINE_SCORE, *keys]
     return "## At the end of training, beside the references\n\n" + tabulate(
         lines, headers=headers, tablefmt="github", disable_numparse=True
     )
+
+
+def _cell(value: Estimate | str) -> str:
+    return value if isinstance(value, str) else fmt(value)
 
 
 def _diagnostics(evaluations: Sequence[Evaluation]) -> dict[str, str]:
