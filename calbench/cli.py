@@ -457,7 +457,8 @@ def _leaderboard_run_parser(lb_sub: Subparsers) -> None:
     p.add_argument(
         "--no-train",
         action="store_true",
-        help="curves: train nothing, score the checkpoints already there (a run still training elsewhere)",
+        help="train nothing: curves score the checkpoints already there (a run still training elsewhere); "
+        "a full fine-tune row whose weights are missing is refused",
     )
     _render_options(p, None, "store the records here instead of the recipe's own store (then nothing is rendered)")
     p.set_defaults(func=cmd_leaderboard, path_defaults={name: p.get_default(name) for name in ROOT_PATHS})

@@ -405,14 +405,42 @@ def test_a_full_fine_tune_row_keeps_its_weights_in_the_work_folder_and_publishes
     assert f"`calbench leaderboard run {row.as_posix()} --workdir DIR`" in text
     assert sha256_file(weights / "model.safetensors") in text and weights_hash(weights) in text
     assert "<this folder>" not in text  # the card's folder holds no weights
-    # A rerun trains and evaluates nothing; a changed training option is refused, the weights kept.
+    # A rerun trains and evaluates nothing, and rewrites a card that names other weights; a finished
+    # run without its weights and a changed training option are refused, the weights kept.
+    (card / "README.md").write_text(text.replace(weights_hash(weights), "0123456789abcdef"))
     assert cli.main(argv) == 0
     err = capsys.readouterr().err
     assert "calbench train" not in err and "calbench eval" not in err and "finished in" in err
+    assert (card / "README.md").read_text() == text
+    import shutil
+
+    shutil.move(weights, tmp_path / "kept")
+    assert cli.main(argv) == 2
+    assert "holds a finished run without its weights" in capsys.readouterr().err
+    shutil.move(tmp_path / "kept", weights)
     row.write_text(row.read_text().replace("max_steps: 2", "max_steps: 3"))
     assert cli.main(argv) == 2
     assert "max_steps: asked 3, adapter 2" in capsys.readouterr().err
     assert weights_hash(weights) == record["model"]["weights_sha256"]
+
+
+def test_a_full_fine_tune_without_its_weights_is_not_trained_under_no_train_nor_put_in_the_protocol_matrix(
+    tmp_path, capsys
+):
+    rows = tmp_path / "rows"
+    _write(rows, "defaults.yaml", DEFAULTS)
+    row = _write(rows, "full.yaml", "type: fine-tuned\nmodel: m\nfine_tune: {card: c, train: {finetune: full}}\n")
+    argv = ["leaderboard", "run", str(row), "--workdir", str(tmp_path / "w"), "--results-dir", str(tmp_path / "s")]
+    assert cli.main([*argv, "--no-train"]) == 2
+    assert "--no-train forbids training them" in capsys.readouterr().err
+    assert not (tmp_path / "w").exists() and not (tmp_path / "s").exists()
+    matrix = _write(
+        rows, "protocols.yaml", "kind: protocols\nsystems: [full]\nprotocols: [independent]\nsamples_per_prompt: 10\n"
+    )
+    with pytest.raises(
+        RecipeError, match="full is a full fine-tune: the matrix takes rows whose weights are committed"
+    ):
+        loader.load_protocols(matrix)
 
 
 def test_the_demo_shows_each_methods_best_smollm2_adapter_on_the_leaderboard():

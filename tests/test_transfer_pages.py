@@ -150,5 +150,5 @@ def test_the_end_of_training_table_leads_with_the_headline_score_of_each_run_and
     cells = {c[0]: c for c in ([x.strip() for x in line.split("|")[1:-1]] for line in lines)}
     column = [h.strip() for h in header.split("|")[1:-1]].index(curve_page.HEADLINE_SCORE)
     run = spec.runs[0]
-    assert cells[run.label][column] == fmt(Scored(points[run.name][-1]).calibration_score)
+    assert cells[run.label][column] == fmt(Scored(points[run.name][-1]).calibration_score) == "44.7 ± 2"
     assert cells["lookup (reference)"][column] == "40.2 ± 0.81"  # the leaderboard's headline cell

@@ -272,6 +272,12 @@ def load_protocols(path: Path) -> list[Recipe]:
     out = []
     for system in systems:
         row = load_row(path.parent / f"{system}.yaml")
+        need(
+            row.fine_tune is None,
+            path,
+            "systems",
+            f"{system} is a full fine-tune: the matrix takes rows whose weights are committed",
+        )
         evaluations = tuple(
             Evaluation(str(p), "lm-eval", (quick_task(str(p)),), n, {}, row.chat_template) for p in names
         )

@@ -89,14 +89,19 @@ def fine_tune_weights(recipe: Recipe, workdir: Path) -> Path:
     return workdir / recipe.name / "train" / ADAPTER
 
 
-def ensure_fine_tune(recipe: Recipe, workdir: Path) -> None:
+def ensure_fine_tune(recipe: Recipe, workdir: Path, may_train: bool = True) -> None:
     """A full fine-tune row's weights in the work folder, trained (or resumed) if the run has not
-    finished, checked against the recipe if it has; then its card folder written if missing."""
+    finished, checked against the recipe if it has (every checkpoint kept, as a curve's run keeps
+    them: curves and rows share run folders); then its card folder written if missing or if it
+    names other weights or another training record. ``may_train`` False (``--no-train``): refuse
+    instead of training."""
     if recipe.fine_tune is None:
         return
     assert recipe.model is not None and recipe.train is not None  # (recipes.load_row)
     run = workdir / recipe.name / "train"
     weights = fine_tune_weights(recipe, workdir)
+    if "," in str(weights) or "=" in str(weights):
+        raise RefusedRunError(f"{weights}: a work folder whose path has ',' or '=' cannot be passed as pretrained=")
     finished = (run / RUN_FILE).is_file() and json.loads((run / RUN_FILE).read_text()).get("finished") is True
     if finished and (weights / TRAIN_RECORD).is_file():
         why = not_trained_as(recipe.model, recipe.train, weights)
@@ -104,11 +109,32 @@ def ensure_fine_tune(recipe: Recipe, workdir: Path) -> None:
             raise RefusedRunError(
                 f"{weights} was not trained as {recipe.path} says ({why}): fix the recipe, or use another --workdir"
             )
+    elif finished:
+        raise RefusedRunError(
+            f"{run} holds a finished run without its weights ({weights} is gone): move the run folder away to retrain"
+        )
+    elif not may_train:
+        raise RefusedRunError(f"{recipe.name}: its weights are not in {run} and --no-train forbids training them")
     else:
-        train(recipe.name, recipe.model, recipe.train, run, what="training the full fine-tune (its weights stay here)")
+        what = "training the full fine-tune (its weights stay here)"
+        train(recipe.name, recipe.model, recipe.train, run, "--keep-checkpoints", "0", what=what)
+    if weights_hash(weights) is None:
+        raise RefusedRunError(f"{recipe.name}: no weights in {weights} after training")
     card = Path(recipe.fine_tune)
-    if not (card / TRAIN_RECORD).is_file():
+    if not card_is_current(card, weights, recipe.name):
         write_fine_tune_card(recipe, weights, card)
+
+
+def card_is_current(card: Path, weights: Path, row: str) -> bool:
+    """Whether a fine-tune's card folder names these weights' hash and holds their training record."""
+    try:
+        text = (card / "README.md").read_text()
+        summary = json.loads((card / TRAIN_RECORD).read_text())
+        trained = json.loads((weights / TRAIN_RECORD).read_text())
+    except (OSError, ValueError):
+        return False
+    trained["config"]["output"] = f"<workdir>/{row}/train"  # as portable_output writes it
+    return f"`{weights_hash(weights)}`" in text.split(REBUILD, 1)[-1] and summary == trained
 
 
 def write_fine_tune_card(recipe: Recipe, weights: Path, card: Path) -> None:
@@ -125,12 +151,13 @@ def write_fine_tune_card(recipe: Recipe, weights: Path, card: Path) -> None:
     size = sum(f.stat().st_size for f in files) / 2**20
     listed = "\n".join(f"- `{f.name}`: SHA-256 `{sha256_file(f)}`" for f in files)
     text = (
-        (partial / "README.md").read_text().rstrip("\n").replace("<this folder>", "<the weights' folder: see Weights>")
+        (partial / "README.md").read_text().rstrip("\n").replace("<this folder>", f"DIR/{recipe.name}/train/{ADAPTER}")
     )
     text += (
         f"\n\n{REBUILD}\n\nNot in this folder ({size:,.0f} MiB of safetensors): "
         f"`{recipe.command} --workdir DIR` trains them in `DIR/{recipe.name}/train` (an interrupted "
-        "training resumes) and evaluates them there. The published weights:\n\n"
+        f"training resumes), writes them to `DIR/{recipe.name}/train/{ADAPTER}` (the folder to load: "
+        "`pretrained=` on hf or vLLM) and evaluates them there. The published weights:\n\n"
         f"{listed}\n\nand their hash as the row's record names it (`model.weights_sha256`, "
         f"`calbench.provenance.weights_hash`): `{weights_hash(weights)}`. Rebuilt weights that hash "
         "otherwise (another machine's floating-point order) are evaluated afresh, and the record then "
@@ -360,10 +387,12 @@ def run_row(
     only: Sequence[str] | None = None,
     rerun: bool = False,
     replace: bool = False,
+    may_train: bool = True,
 ) -> Path:
     """Train what is missing, run what is not finished, and save the row's record (module docstring).
     A stored record of the same name is replaced only if this recipe made it and it holds no
-    evaluation the recipe has dropped, or with ``replace``."""
+    evaluation the recipe has dropped, or with ``replace``; ``may_train`` False refuses to train a
+    full fine-tune's missing weights."""
     results_dir = Path(results_dir or recipe.results_dir)
     for name in only or ():
         recipe.evaluation(name)  # an unknown name is refused before anything runs
@@ -371,7 +400,7 @@ def run_row(
     if stored is not None and not replace:
         check_same_recipe(recipe, stored, results_dir)
     ensure_adapter(recipe, workdir)
-    ensure_fine_tune(recipe, workdir)
+    ensure_fine_tune(recipe, workdir, may_train)
     weights = model_weights(recipe, workdir)
     if stored is not None and weights is not None and stored["model"].get("weights_sha256") not in (None, weights):
         say(

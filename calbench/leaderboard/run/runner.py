@@ -29,7 +29,7 @@ class RunOptions:
     only: Sequence[str] | None = None  # these evaluations of a row, or these runs of a curve
     rerun: bool = False  # run the chosen evaluations even if finished
     replace: bool = False  # replace a stored record another recipe made
-    train: bool = True  # curves: train what is unfinished (False: score the checkpoints already there)
+    train: bool = True  # train what is unfinished (False: curves score the checkpoints already there, a full fine-tune row refuses)
 
 
 def evaluations(recipe: Loaded) -> list[Evaluation]:
@@ -66,7 +66,7 @@ def run(recipe: Loaded, options: RunOptions) -> list[Path]:
     check(recipe, options)
     o = options
     if isinstance(recipe, Recipe):
-        return [rows.run_row(recipe, o.workdir, o.results_dir, o.only, o.rerun, o.replace)]
+        return [rows.run_row(recipe, o.workdir, o.results_dir, o.only, o.rerun, o.replace, o.train)]
     if isinstance(recipe, ProtocolMatrix):
         return [rows.run_row(r, o.workdir, o.results_dir, o.only, o.rerun, o.replace) for r in recipe.rows]
     if isinstance(recipe, Curves):
