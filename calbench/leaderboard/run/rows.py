@@ -130,10 +130,9 @@ def card_is_current(card: Path, weights: Path, row: str) -> bool:
     try:
         text = (card / "README.md").read_text()
         summary = json.loads((card / TRAIN_RECORD).read_text())
-        trained = json.loads((weights / TRAIN_RECORD).read_text())
+        trained = portable_summary(weights / TRAIN_RECORD, row)
     except (OSError, ValueError):
         return False
-    trained["config"]["output"] = f"<workdir>/{row}/train"  # as portable_output writes it
     return f"`{weights_hash(weights)}`" in text.split(REBUILD, 1)[-1] and summary == trained
 
 
@@ -169,12 +168,17 @@ def write_fine_tune_card(recipe: Recipe, weights: Path, card: Path) -> None:
     say(f"{recipe.name}: the fine-tune's card and training record written to {card} (its weights stay in {weights})")
 
 
-def portable_output(summary: Path, row: str) -> None:
-    """A published adapter's training record names its run folder as ``<workdir>/<row>/train``,
-    as the records name evaluations' folders: the folder it trained in is this machine's."""
+def portable_summary(summary: Path, row: str) -> dict[str, Any]:
+    """A training record as published: its run folder named ``<workdir>/<row>/train``, as the
+    records name evaluations' folders (the folder it trained in is this machine's)."""
     data = json.loads(summary.read_text())
     data["config"]["output"] = f"<workdir>/{row}/train"
-    summary.write_text(json.dumps(data, indent=2))
+    return dict(data)
+
+
+def portable_output(summary: Path, row: str) -> None:
+    """Rewrite a published adapter's (or fine-tune's) training record as ``portable_summary``."""
+    summary.write_text(json.dumps(portable_summary(summary, row), indent=2))
 
 
 # ---------------------------------------------------------------- one evaluation
