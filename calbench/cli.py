@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from calbench import __version__, policy, tasks_path
+from calbench.leaderboard import RESULTS as STORE
+from calbench.leaderboard import WORKDIR
 from calbench.task_names import CHOICE_SETS
 
 COMMANDS_GROUP = "calbench.commands"  # entry points of add-ons: `calbench train` is the training add-on's
-STORE = Path("leaderboards") / "results"  # the leaderboard's results store
-WORKDIR = Path("calbench_results") / "rows"  # lm-eval's raw output and curve runs' folders (leaderboard.run.rows')
 
 
 def _fail(command: str, err: BaseException | str) -> int:

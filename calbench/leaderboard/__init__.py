@@ -14,3 +14,8 @@ module they share. Imports run one way: ``records`` and ``recipes`` import neith
 The task and prompt-set names are ``calbench.task_names``'; what the leaderboard shares with the
 training add-on (run-folder files, card sections, recorded options) is ``calbench.train_record``'s.
 """
+
+from pathlib import Path
+
+RESULTS = Path("leaderboards") / "results"  # the results store: published records, named by the pages
+WORKDIR = Path("calbench_results") / "rows"  # lm-eval's raw output, rows' trained weights, curves' run folders

@@ -15,8 +15,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from calbench.leaderboard import RESULTS
 from calbench.leaderboard.recipes.fields import (
-    RESULTS,
     Evaluation,
     check_model_args,
     check_model_path,

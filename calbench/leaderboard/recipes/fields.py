@@ -25,7 +25,6 @@ from calbench.policy import MAX_SAMPLES
 from calbench.train_record import NOT_IDENTITY, OPTIONS, train_arguments
 
 DEFAULTS = "defaults.yaml"
-RESULTS = Path("leaderboards") / "results"
 EVALUATION_KEYS = {"kind", "tasks", "samples_per_prompt", "metadata", "chat_template"}
 
 

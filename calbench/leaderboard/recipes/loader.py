@@ -47,12 +47,12 @@ from pathlib import Path
 from typing import Any
 
 from calbench import protocols
+from calbench.leaderboard import RESULTS
 from calbench.leaderboard.errors import RecipeError, RefusedRunError
 from calbench.leaderboard.recipes.curves import Curves
 from calbench.leaderboard.recipes.curves import load as load_curve
 from calbench.leaderboard.recipes.fields import (
     DEFAULTS,
-    RESULTS,
     Evaluation,
     check_model_args,
     check_model_path,

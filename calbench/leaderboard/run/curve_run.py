@@ -17,6 +17,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from calbench.leaderboard import WORKDIR
 from calbench.leaderboard.errors import RefusedRunError
 from calbench.leaderboard.pages.numbers import Scored
 from calbench.leaderboard.recipes.curves import CurveRun, Curves
@@ -25,7 +26,7 @@ from calbench.leaderboard.records import store
 from calbench.leaderboard.records.record_types import RunRecord
 from calbench.leaderboard.run.commands import not_trained_as, run_calbench, say
 from calbench.leaderboard.run.commands import train as train_run
-from calbench.leaderboard.run.rows import WORKDIR, run_row
+from calbench.leaderboard.run.rows import run_row
 from calbench.provenance import write_json
 from calbench.stats import Estimate
 from calbench.task_names import EXACT_TASKS, LIKELIHOOD_TASKS, SAMPLING_TASKS

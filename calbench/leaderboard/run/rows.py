@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from calbench import lm_eval_io, model_catalogue
+from calbench.leaderboard import WORKDIR
 from calbench.leaderboard.errors import RecipeError, RefusedRunError
 from calbench.leaderboard.recipes.fields import Evaluation
 from calbench.leaderboard.recipes.loader import Recipe
@@ -46,7 +47,6 @@ from calbench.leaderboard.run.commands import not_trained_as, run_calbench, say,
 from calbench.provenance import sha256_file, sha256_json, weights_hash, write_json
 from calbench.train_record import ADAPTER, RUN_FILE, TRAIN_RECORD
 
-WORKDIR = Path("calbench_results") / "rows"
 MARKER = "calbench_evaluation.json"  # written when an evaluation has finished
 ADAPTER_FILES_LEFT_OUT = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")  # the base model's
 CARD_FILES = ("README.md", TRAIN_RECORD, "config.json", "generation_config.json")  # a full fine-tune's, committed

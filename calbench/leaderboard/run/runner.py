@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from calbench.evaluation import unresolved_tasks
+from calbench.leaderboard import WORKDIR
 from calbench.leaderboard.errors import RefusedRunError
 from calbench.leaderboard.recipes.curves import Curves, with_results_dir
 from calbench.leaderboard.recipes.fields import Evaluation
@@ -24,7 +25,7 @@ from calbench.leaderboard.run import curve_run, rows
 class RunOptions:
     """How to run recipes (``calbench leaderboard run``'s options)."""
 
-    workdir: Path = rows.WORKDIR  # lm-eval's raw output and the training runs
+    workdir: Path = WORKDIR  # lm-eval's raw output and the training runs
     results_dir: Path | None = None  # a store for the records instead of each recipe's own
     only: Sequence[str] | None = None  # these evaluations of a row, or these runs of a curve
     rerun: bool = False  # run the chosen evaluations even if finished
