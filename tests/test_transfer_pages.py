@@ -152,3 +152,35 @@ def test_the_end_of_training_table_leads_with_the_headline_score_of_each_run_and
     run = spec.runs[0]
     assert cells[run.label][column] == fmt(Scored(points[run.name][-1]).calibration_score) == "44.7 ± 2"
     assert cells["lookup (reference)"][column] == "40.2 ± 0.81"  # the leaderboard's headline cell
+
+
+def test_the_end_of_training_table_shows_the_retention_the_protocol_scores_beside_the_base_model():
+    """transfer.yaml scores every arm's last step on the offline arithmetic task: the end-of-training
+    table carries it for each run and for the base model (the render puts the record of the
+    model the runs train beside the references), so "within the base model's interval" is read
+    off one table; a reference that never ran the task shows n/a."""
+    from calbench.leaderboard.pages.numbers import task_metric
+    from calbench.leaderboard.records import store
+    from calbench.stats import fmt
+
+    root = Path(__file__).resolve().parents[1]
+    results = root / "leaderboards" / "results"
+    spec = curves.with_results_dir(curves.load(root / "leaderboards" / "rows" / "transfer.yaml"), results / "transfer")
+    points = curve_page.load_points(spec)
+    base = store.load_record(results / "smollm2-135m-instruct-base.json")
+    lookup = store.load_record(results / "lookup.json")
+    page = curve_page.ends(spec, points, [lookup, base])
+    header, _, *lines = [line for line in page.splitlines() if line.startswith("|")]
+    cells = {c[0]: c for c in ([x.strip() for x in line.split("|")[1:-1]] for line in lines)}
+    column = [h.strip() for h in header.split("|")[1:-1]].index("arithmetic exact_flexible")
+    run = spec.runs[0]
+    tuned = task_metric(points[run.name][-1], "calbench_arithmetic", "exact_flexible")
+    assert cells[run.label][column] == fmt(tuned) == "0.005 ± 0.017"
+    assert cells["smollm2-135m-instruct-base (the base model)"][column] == "0.15 ± 0.05"
+    assert cells["lookup (reference)"][column] == "n/a"
+    # a protocol without the task has no such column
+    generalization = curves.with_results_dir(
+        curves.load(root / "leaderboards" / "rows" / "generalization.yaml"), results / "generalization"
+    )
+    other = curve_page.ends(generalization, curve_page.load_points(generalization), [base])
+    assert "arithmetic" not in other.splitlines()[2]

@@ -21,7 +21,7 @@ from tabulate import tabulate
 
 from calbench.families import FAMILIES
 from calbench.leaderboard.pages.board import BOARD_START, board_page
-from calbench.leaderboard.pages.numbers import Scored, scored
+from calbench.leaderboard.pages.numbers import Scored, scored, task_metric
 from calbench.leaderboard.recipes.curves import CurveRun, Curves
 from calbench.leaderboard.recipes.fields import Evaluation
 from calbench.leaderboard.records import store
@@ -68,12 +68,13 @@ def point_numbers(record: RunRecord) -> dict[str, Estimate]:
             ):
                 out[key] = value if isinstance(value, Estimate) else UNDEFINED
     for task, metric in RETENTION.items():
-        pair = record["tasks"][task]["overall"].get(metric) if task in record["tasks"] else None
-        if pair:
-            out[f"{task.removeprefix('calbench_')} {metric}"] = Estimate(
-                math.nan if pair[0] is None else pair[0], math.nan if pair[1] is None else pair[1]
-            )
+        if task in record["tasks"] and record["tasks"][task]["overall"].get(metric):
+            out[_retention_key(task, metric)] = task_metric(record, task, metric)
     return out
+
+
+def _retention_key(task: str, metric: str) -> str:
+    return f"{task.removeprefix('calbench_')} {metric}"
 
 
 @dataclass(frozen=True, eq=False)
@@ -241,13 +242,16 @@ def ends(
     references: Sequence[RunRecord | Scored] = (),
 ) -> str:
     """The prompt-set protocol's comparison: each run at its last point (first the leaderboard's score on
-    its unseen and held-out prompts, then each prompt set's), beside reference systems'
-    records (their sampling evaluations: the same numbers); "" for another protocol."""
+    its unseen and held-out prompts, then each prompt set's, then each retention metric the
+    protocol scores), beside reference systems' records and the base model's (their sampling and
+    retention evaluations: the same numbers); "" for another protocol."""
     evaluations = (*curves.protocol, *curves.final)
     if not any(SPLIT_TASKS[s] in e.tasks for e in evaluations for s in ("train", "interp", "wide")):
         return ""
     labels = {**SPLIT_LABELS, **_diagnostics(evaluations)}
     keys = [f"{label} {what}" for label in labels.values() for what in ("score", "rho")]
+    retention = {t: m for t, m in RETENTION.items() if any(t in e.tasks for e in evaluations)}
+    keys += [_retention_key(t, m) for t, m in retention.items()]
     lines = []
     pts = as_points(points)
     for run in curves.runs:
@@ -261,11 +265,16 @@ def ends(
         for split in labels:
             for value in (reference.split_score(split), reference.split_following(split)):
                 cells.append(_cell(value))
-        lines.append([f"{reference.name} (reference)", "n/a", *cells])
+        cells += [fmt(task_metric(reference.record, t, m)) for t, m in retention.items()]
+        lines.append([_reference_label(reference), "n/a", *cells])
     headers = ["run", "last point", HEADLINE_SCORE, *keys]
     return "## At the end of training, beside the references\n\n" + tabulate(
         lines, headers=headers, tablefmt="github", disable_numparse=True
     )
+
+
+def _reference_label(reference: Scored) -> str:
+    return f"{reference.name} ({'reference' if reference.record['type'] == 'reference' else 'the base model'})"
 
 
 def _cell(value: Estimate | str) -> str:
@@ -325,7 +334,7 @@ def names(
     if not any(NAMES in e.tasks for e in (*curves.protocol, *curves.final)):
         return ""
     systems = [(run.label, p[-1].record) for run in curves.runs if (p := as_points(points).get(run.name))]
-    systems += [(f"{r.name} (reference)", r.record) for r in scored(references)]
+    systems += [(_reference_label(r), r.record) for r in scored(references)]
     systems = [
         (label, record) for label, record in systems if NAMES in record["tasks"] and "samples" in record["tasks"][NAMES]
     ]

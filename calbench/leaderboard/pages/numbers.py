@@ -219,11 +219,16 @@ def task_metric(record: RunRecord, task: str, metric: str) -> Estimate:
     return estimate(entry["overall"].get(metric)) if entry else UNDEFINED
 
 
+def untrained(record: RunRecord) -> bool:
+    """A base or instruct model's record (no adapter, no fine-tune)."""
+    return record["type"] in ("base", "instruct")
+
+
 def drift_metric(record: RunRecord) -> Estimate:
     """The adapter's drift; 0 for a base or instruct model (no adapter), undefined otherwise."""
     d = record.get("drift")
     if not d:
-        return Estimate(0.0, 0.0) if record["type"] in ("base", "instruct") else UNDEFINED
+        return Estimate(0.0, 0.0) if untrained(record) else UNDEFINED
     se = d.get("drift_kl_se")
     return Estimate(d["drift_kl"], math.nan if se is None else se)
 

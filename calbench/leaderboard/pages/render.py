@@ -17,7 +17,7 @@ from pathlib import Path
 
 from calbench.leaderboard.errors import RefusedRunError
 from calbench.leaderboard.pages import board, card, curve_page, protocol_page, quotes, tails_page, tradeoff
-from calbench.leaderboard.pages.numbers import Scored
+from calbench.leaderboard.pages.numbers import Scored, untrained
 from calbench.leaderboard.recipes import curves, loader
 from calbench.leaderboard.records.record_types import RunRecord
 from calbench.leaderboard.records.store import load_records
@@ -58,7 +58,12 @@ def render_all(
     ends: list[tuple[str, RunRecord]] = []  # the base model's point once, then each curve's last point: the tails page
     for curve in (r for r in loaded if isinstance(r, curves.Curves)):
         curve = curves.with_results_dir(curve, results_dir / curve.results_dir.name)
-        references = [s for s in records if s.record["type"] == "reference"]
+        bases = {run.model for run in curve.runs}  # the models the curve's runs train: their records beside the runs
+        references = [
+            s
+            for s in records
+            if s.record["type"] == "reference" or (untrained(s.record) and s.record["model"]["pretrained"] in bases)
+        ]
         written += curve_page.write(curve, output, draw_plot=draw, references=references)
         for run, points in curve_page.load_points(curve).items():
             if not ends and points[0]["curve"]["step"] == 0:
