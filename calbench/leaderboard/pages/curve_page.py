@@ -68,8 +68,8 @@ def point_numbers(record: RunRecord) -> dict[str, Estimate]:
             ):
                 out[key] = value if isinstance(value, Estimate) else UNDEFINED
     for task, metric in RETENTION.items():
-        if task in record["tasks"] and record["tasks"][task]["overall"].get(metric):
-            out[_retention_key(task, metric)] = task_metric(record, task, metric)
+        if (value := task_metric(record, task, metric)) is not UNDEFINED:  # the task run, the metric stored
+            out[_retention_key(task, metric)] = value
     return out
 
 
