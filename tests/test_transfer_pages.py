@@ -107,6 +107,33 @@ def test_a_page_shows_the_name_pairs_side_by_side_and_the_training_distribution(
     assert "3 families, 10 examples" in listed and "1 extra families 2: zipf 2" in listed
 
 
+def test_the_held_out_families_are_shown_one_by_one_with_their_share_of_valid_answers(tmp_path):
+    """A family answered with exact draws scores high with every answer valid; one whose answers
+    are mostly impossible (only 5 of 100 valid) scores low and says so; a reference is a row too,
+    and a recipe that does not score the held-out split has no such section."""
+    text = "kind: curve\nmodel: m\nprotocol: {q: {tasks: [calbench_numeric_heldout]}}\n"
+    text += "runs: {r: {label: R, train: {effective_batch: 2}}}\n"
+    spec = curves.load(_recipe(tmp_path, "m", text))
+    grid = (np.arange(100) + 0.5) / 100
+    targets = {a.family.name: a for a, _ in pairs()}
+    bernoulli, chi = targets["bernoulli"], targets["chi"]
+    exact = np.random.default_rng(0).permutation(bernoulli.law.ppf(grid)).tolist()
+    impossible = {**_samples(chi.key, chi.law.ppf(grid[::20]).tolist(), "chi"), "n": 100}  # 95 answers invalid
+    task = {"samples": [_samples(bernoulli.key, exact, "bernoulli"), impossible], "samples_per_prompt": 100}
+    point = {"tasks": {"calbench_numeric_heldout": task}, "curve": {"step": 10, "examples": 20}}
+    reference = {"name": "ref", "type": "reference", "tasks": {"calbench_numeric_heldout": task}}
+    page = curve_page.heldout_families(spec, {"r": [point]}, [reference])
+    header, _, *lines = [line for line in page.splitlines() if line.startswith("|")]
+    assert [h.strip() for h in header.split("|")[1:-1]] == ["system", "bernoulli", "chi"]
+    rows = {c[0]: c[1:] for c in ([x.strip() for x in line.split("|")[1:-1]] for line in lines)}
+    assert set(rows) == {"R", "ref (reference)"} and rows["R"] == rows["ref (reference)"]
+    (bernoulli_cell, chi_cell) = rows["R"]
+    assert bernoulli_cell.endswith("(valid 100%)") and float(bernoulli_cell.split()[0]) > 80
+    assert chi_cell.endswith("(valid 5%)") and float(chi_cell.split()[0]) < 20
+    other = curves.load(_recipe(tmp_path, "m", text.replace("calbench_numeric_heldout", "calbench_numeric_train")))
+    assert curve_page.heldout_families(other, {"r": [point]}) == ""
+
+
 @pytest.mark.parametrize(
     ("spec", "message"),
     [

@@ -325,6 +325,43 @@ def chosen(curves: Curves, points: Mapping[str, Sequence[RunRecord | Point]]) ->
     )
 
 
+def heldout_families(
+    curves: Curves, points: Mapping[str, Sequence[RunRecord | Point]], references: Sequence[RunRecord | Scored] = ()
+) -> str:
+    """The held-out split family by family: each system's calibration score on the family's prompts
+    and its share of valid answers, each run at its last point and each reference; "" where the
+    recipe does not score the held-out split. A family scored near 0 with few valid answers fails
+    on the support (the answers parse, or not, but the law cannot produce them), not on the spread."""
+    if not any(SPLIT_TASKS["heldout"] in e.tasks for e in (*curves.protocol, *curves.final)):
+        return ""
+    systems = [(run.label, Scored(p[-1].record)) for run in curves.runs if (p := as_points(points).get(run.name))]
+    systems += [(_reference_label(r), r) for r in scored(references)]
+    tables = [(label, system.split_families("heldout")) for label, system in systems]
+    tables = [(label, by_family) for label, by_family in tables if by_family]
+    if not tables:
+        return ""
+    families = sorted({f for _, by_family in tables if not isinstance(by_family, str) for f in by_family})
+    lines = []
+    for label, by_family in tables:
+        if isinstance(by_family, str):
+            lines.append([label, *([by_family] * len(families))])
+            continue
+        cells = []
+        for family in families:
+            score, valid = by_family.get(family, (UNDEFINED, UNDEFINED))
+            cells.append(f"{fmt(score)} (valid {100 * valid.value:.0f}%)")
+        lines.append([label, *cells])
+    return (
+        "## The held-out families one by one\n\n"
+        "Each held-out family's calibration score on its prompts of `calbench_numeric_heldout` (0-100, the"
+        " score of that family alone) and, in brackets, its share of valid answers (an answer is valid when it"
+        " parses and the law can produce it: a Bernoulli answer of 0.8 is not; rounded to a percent), each run"
+        " at its last point."
+        " A family near 0 with few valid answers fails on the support, before the spread is scored.\n\n"
+        + tabulate(lines, headers=["system", *families], tablefmt="github", disable_numparse=True)
+    )
+
+
 def names(
     curves: Curves, points: Mapping[str, Sequence[RunRecord | Point]], references: Sequence[RunRecord | Scored] = ()
 ) -> str:
@@ -455,6 +492,7 @@ def write(
             part
             for part in (
                 ends(curves, points, references),
+                heldout_families(curves, points, references),
                 chosen(curves, points),
                 names(curves, points, references),
                 distributions(curves, points),

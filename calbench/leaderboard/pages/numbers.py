@@ -190,6 +190,18 @@ class Scored:
             self._per_split[("score", split)] = value
         return self._per_split[("score", split)]
 
+    def split_families(self, split: str) -> dict[str, tuple[Estimate, Estimate]] | str:
+        """Each family of one split's prompts: its calibration score (the split score of that family
+        alone) and its share of valid answers (``pooled_valid_rate``); {} where the split was not
+        run with its samples stored, the reason where too few samples were."""
+        rows = _split_prompts(self.record, split)
+        if isinstance(rows, str):
+            return rows
+        return {
+            family: (calibration.calibration_score({family: prompts}), pooled_valid_rate({family: prompts}))
+            for family, prompts in sorted((rows or {}).items())
+        }
+
     def split_following(self, split: str) -> Estimate | str:
         """Spearman's rho of the laws' and the answers' medians over one split's prompts."""
         if ("following", split) not in self._per_split:
