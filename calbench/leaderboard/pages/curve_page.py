@@ -331,7 +331,7 @@ def heldout_families(
     """The held-out split family by family: each system's calibration score on the family's prompts
     and its share of valid answers, each run at its last point and each reference; "" where the
     recipe does not score the held-out split. A family scored near 0 with few valid answers fails
-    on the support (the answers parse, or not, but the law cannot produce them), not on the spread."""
+    before its spread is scored: its answers are not numbers, or numbers the law cannot produce."""
     if not any(SPLIT_TASKS["heldout"] in e.tasks for e in (*curves.protocol, *curves.final)):
         return ""
     systems = [(run.label, Scored(p[-1].record)) for run in curves.runs if (p := as_points(points).get(run.name))]
@@ -348,7 +348,10 @@ def heldout_families(
             continue
         cells = []
         for family in families:
-            score, valid = by_family.get(family, (UNDEFINED, UNDEFINED))
+            if family not in by_family:
+                cells.append("n/a")
+                continue
+            score, valid = by_family[family]
             cells.append(f"{fmt(score)} (valid {100 * valid.value:.0f}%)")
         lines.append([label, *cells])
     return (
@@ -357,7 +360,9 @@ def heldout_families(
         " score of that family alone) and, in brackets, its share of valid answers (an answer is valid when it"
         " parses and the law can produce it: a Bernoulli answer of 0.8 is not; rounded to a percent), each run"
         " at its last point."
-        " A family near 0 with few valid answers fails on the support, before the spread is scored.\n\n"
+        " A family near 0 with few valid answers fails before its spread is scored: its answers are not numbers,"
+        " or are numbers the law cannot produce (a trained model's invalid answers are mostly the latter: the"
+        " records' `support_violation_rate`).\n\n"
         + tabulate(lines, headers=["system", *families], tablefmt="github", disable_numparse=True)
     )
 
