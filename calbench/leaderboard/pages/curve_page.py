@@ -49,9 +49,10 @@ def _every_text(every: int) -> str:
     )
 
 
-def point_numbers(record: RunRecord) -> dict[str, Estimate]:
-    """A curve point's numbers: the quick selection's quality and the retention metrics."""
-    numbers = Scored(record)
+def point_numbers(record: RunRecord, numbers: Scored | None = None) -> dict[str, Estimate]:
+    """A curve point's numbers: the quick selection's quality, each prompt set's score and rho (from
+    ``numbers``, the record scored, when given) and the retention metrics."""
+    numbers = numbers if numbers is not None else Scored(record)
     out: dict[str, Estimate] = {}
     quick = record["tasks"].get(QUICK)
     if quick is not None and "samples" in quick:
@@ -84,8 +85,13 @@ class Point:
     record: RunRecord
 
     @cached_property
+    def scored(self) -> Scored:
+        """The record scored once, for its numbers, the headline score and the per-family tables."""
+        return Scored(self.record)
+
+    @cached_property
     def numbers(self) -> dict[str, Estimate]:
-        return point_numbers(self.record)
+        return point_numbers(self.record, self.scored)
 
     @property
     def curve(self) -> CurvePart:
@@ -258,7 +264,7 @@ def ends(
         if run.name in pts:
             last = pts[run.name][-1]
             step = f"{last.curve['step']} ({last.curve['examples']:,} examples)"
-            headline = _cell(Scored(last.record).calibration_score)
+            headline = _cell(last.scored.calibration_score)
             lines.append([run.label, step, headline, *(fmt(last.numbers.get(k, UNDEFINED)) for k in keys)])
     for reference in scored(references):
         cells = [_cell(reference.calibration_score)]
@@ -334,7 +340,7 @@ def heldout_families(
     before its spread is scored: its answers are not numbers, or numbers the law cannot produce."""
     if not any(SPLIT_TASKS["heldout"] in e.tasks for e in (*curves.protocol, *curves.final)):
         return ""
-    systems = [(run.label, Scored(p[-1].record)) for run in curves.runs if (p := as_points(points).get(run.name))]
+    systems = [(run.label, p[-1].scored) for run in curves.runs if (p := as_points(points).get(run.name))]
     systems += [(_reference_label(r), r) for r in scored(references)]
     tables = [(label, system.split_families("heldout")) for label, system in systems]
     tables = [(label, by_family) for label, by_family in tables if by_family]

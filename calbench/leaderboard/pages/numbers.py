@@ -129,6 +129,7 @@ class Scored:
 
     record: RunRecord
     _per_split: dict[tuple[str, str], Estimate | str] = field(default_factory=dict, compare=False, repr=False)
+    _rows: dict[str, dict[str, list[Prompt]] | str | None] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def name(self) -> str:
@@ -179,11 +180,18 @@ class Scored:
             return why
         return UNDEFINED if self.prompts is None else ks_pass_share(self.prompts, n)
 
+    def split_rows(self, split: str) -> dict[str, list[Prompt]] | str | None:
+        """family -> one split's stored prompts (``_split_prompts``), parsed once: the reason where
+        too few samples were, None where the split was not run with its samples stored."""
+        if split not in self._rows:
+            self._rows[split] = _split_prompts(self.record, split)
+        return self._rows[split]
+
     def split_score(self, split: str) -> Estimate | str:
         """The calibration score on one split's prompts alone (``SPLIT_TASKS``, ``DIAGNOSTIC_TASKS``):
         its families' mean."""
         if ("score", split) not in self._per_split:
-            rows = _split_prompts(self.record, split)
+            rows = self.split_rows(split)
             value = (
                 rows if isinstance(rows, str) else UNDEFINED if rows is None else calibration.calibration_score(rows)
             )
@@ -194,7 +202,7 @@ class Scored:
         """Each family of one split's prompts: its calibration score (the split score of that family
         alone) and its share of valid answers (``pooled_valid_rate``); {} where the split was not
         run with its samples stored, the reason where too few samples were."""
-        rows = _split_prompts(self.record, split)
+        rows = self.split_rows(split)
         if isinstance(rows, str):
             return rows
         return {
@@ -205,7 +213,7 @@ class Scored:
     def split_following(self, split: str) -> Estimate | str:
         """Spearman's rho of the laws' and the answers' medians over one split's prompts."""
         if ("following", split) not in self._per_split:
-            rows = _split_prompts(self.record, split)
+            rows = self.split_rows(split)
             if rows is None or isinstance(rows, str):
                 value: Estimate | str = UNDEFINED if rows is None else rows
             else:
